@@ -1,0 +1,22 @@
+"""aucstream learners: online rankers that maximise AUC on a stream of labelled events.
+
+>>> import numpy as np, models
+>>> "cbr_fifo" in models.available()
+True
+>>> lrn = models.create("cbr_fifo", n_features=3, seed=0, C=1.0)
+>>> lrn = lrn.learn(np.array([[1.0, 0, 0], [0, 1.0, 0]]), np.array([1, 0]))
+>>> lrn.score(np.array([[1.0, 0, 0], [0, 1.0, 0]])).round(3).tolist()
+[0.367, -0.367]
+>>> twin = models.from_state(lrn.get_state())
+>>> bool((twin.score(np.eye(3)) == lrn.score(np.eye(3))).all())
+True
+"""
+
+from . import cbr as _cbr  # noqa: F401  (importing a family registers its learners)
+from . import oam as _oam  # noqa: F401
+from . import opauc as _opauc  # noqa: F401
+from . import solam as _solam  # noqa: F401
+from .auc import RollingAUC, auc
+from .base import Learner, available, create, from_state
+
+__all__ = ["Learner", "RollingAUC", "auc", "available", "create", "from_state"]

@@ -1,0 +1,33 @@
+"""Named numerical tolerances and limits, in one place.
+
+Every threshold a learner compares against lives here, with the reason it exists.
+"""
+
+# CBR family: skip a pair whose confidence term zᵀΣz is this small. z ≈ 0 means the new
+# event duplicates a buffered one, and α's closed form would be 0/0 (specs README).
+CBR_MIN_VARIANCE = 1e-12
+
+# OAM_seq: skip a pair whose difference has a squared norm this small (duplicate point);
+# τ = ℓ/‖δ‖² would divide by zero (spec foam-noam §2.8.3, pitfall 14).
+OAM_MIN_SQNORM = 1e-12
+
+# NOAM: keep Nyström eigenvalues above this fraction of the largest one; duplicate
+# landmarks make W singular and D^{-1/2} would explode (spec foam-noam §2.6).
+NYSTROM_EIG_FLOOR = 1e-6
+
+# SOLAM sparse path: fold the scalar factor of w = σ·u back into u when σ falls below
+# this, so that u does not grow without bound (spec solam-mba §2.11).
+SOLAM_MIN_SCALE = 1e-8
+
+# Rows with a smaller L2 norm are left as they are by per-row normalisation
+# (the authors' code leaves zero vectors unchanged).
+MIN_ROW_NORM = 1e-300
+
+# Input dimension limits. Learners with a d×d matrix cap d so that one model's state
+# stays within a few hundred MB; sparse-capable learners take hashed spaces up to 2^22.
+MAX_FEATURES_QUADRATIC = 4096
+MAX_FEATURES_DENSE = 1 << 16
+MAX_FEATURES_SPARSE = 1 << 22
+
+# Above this many features a sparse-capable learner stores its buffers sparse by default.
+SPARSE_STORAGE_THRESHOLD = 4096

@@ -1,0 +1,244 @@
+"""Parameter rules and input checks shared by every learner.
+
+Each learner declares its parameters as a table of :class:`Param` rules; a failure reads
+the same way everywhere::
+
+    The 'C' parameter of cbr_fifo must be a float in (0, inf); got -1.
+
+Inputs are checked whole before anything is learned, so a rejected call changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _sparse
+
+__all__ = [
+    "Batch",
+    "Interval",
+    "Options",
+    "Param",
+    "check_labels",
+    "check_matrix",
+    "validate_params",
+]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A real or integer interval; ``None`` bounds are infinite."""
+
+    kind: type  # float or int
+    low: float | None
+    high: float | None
+    closed: str = "neither"  # "neither", "left", "right", "both"
+
+    def describe(self) -> str:
+        lo = "-inf" if self.low is None else _fmt(self.low)
+        hi = "inf" if self.high is None else _fmt(self.high)
+        left = "[" if self.closed in ("left", "both") and self.low is not None else "("
+        right = "]" if self.closed in ("right", "both") and self.high is not None else ")"
+        noun = "an int" if self.kind is int else "a float"
+        return f"{noun} in {left}{lo}, {hi}{right}"
+
+    def accepts(self, value: Any) -> Any:
+        """Return the value converted to ``kind``, or raise ``ValueError``."""
+        if isinstance(value, bool | np.bool_):
+            raise ValueError
+        if self.kind is int:
+            if not isinstance(value, numbers.Integral):
+                raise ValueError
+            value = int(value)
+        else:
+            if not isinstance(value, numbers.Real):
+                raise ValueError
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError
+        if self.low is not None:
+            if value < self.low or (value == self.low and self.closed not in ("left", "both")):
+                raise ValueError
+        if self.high is not None and (
+            value > self.high or (value == self.high and self.closed not in ("right", "both"))
+        ):
+            raise ValueError
+        return value
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of a fixed set of values (strings or booleans)."""
+
+    values: tuple
+
+    def describe(self) -> str:
+        if all(isinstance(v, bool) for v in self.values):
+            return "a bool"
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+    def accepts(self, value: Any) -> Any:
+        if isinstance(value, np.bool_):
+            value = bool(value)
+        for v in self.values:
+            if type(value) is type(v) and value == v:
+                return v
+        raise ValueError
+
+
+@dataclass(frozen=True)
+class Param:
+    """A learner parameter: its rule, its default and a one-line meaning."""
+
+    rule: Interval | Options
+    default: Any
+    doc: str = ""
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(x)
+
+
+def validate_params(learner: str, table: dict[str, Param], given: dict[str, Any]) -> dict:
+    """Check ``given`` against ``table``; return the full, converted parameter dict."""
+    unknown = sorted(set(given) - set(table))
+    if unknown:
+        valid = ", ".join(sorted(table))
+        raise ValueError(
+            f"{learner} got an unexpected parameter {unknown[0]!r}; valid parameters are: {valid}."
+        )
+    out = {}
+    for name, spec in table.items():
+        value = given.get(name, spec.default)
+        try:
+            out[name] = spec.rule.accepts(value)
+        except ValueError:
+            raise ValueError(
+                f"The {name!r} parameter of {learner} must be {spec.rule.describe()}; "
+                f"got {value!r}."
+            ) from None
+    return out
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A validated batch: dense rows or canonical CSR rows (sorted, unique indices)."""
+
+    n: int
+    dense: np.ndarray | None = None
+    indptr: np.ndarray | None = None
+    indices: np.ndarray | None = None
+    values: np.ndarray | None = None
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.dense is None
+
+
+def _looks_sparse(X: Any) -> bool:
+    if isinstance(X, tuple) and len(X) == 3:
+        return True
+    return hasattr(X, "indptr") and hasattr(X, "indices") and hasattr(X, "data")
+
+
+def check_matrix(learner: str, X: Any, n_features: int, accept_sparse: bool) -> Batch:
+    """Validate a batch of rows; raise ``ValueError`` naming the problem."""
+    if _looks_sparse(X):
+        if not accept_sparse:
+            raise ValueError(
+                f"{learner} takes dense input only; got a sparse matrix. Pass a dense "
+                f"(n, {n_features}) float array."
+            )
+        return _check_csr(learner, X, n_features)
+    try:
+        A = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{learner}: X must be a 2-D array of floats ({exc}).") from None
+    if A.ndim != 2:
+        raise ValueError(
+            f"{learner}: X must be 2-D with shape (n, {n_features}); got shape {A.shape}."
+        )
+    if A.shape[1] != n_features:
+        raise ValueError(
+            f"{learner}: X has {A.shape[1]} features per row; this learner expects "
+            f"{n_features}."
+        )
+    if not np.isfinite(A).all():
+        bad = np.argwhere(~np.isfinite(A))[0]
+        raise ValueError(
+            f"{learner}: X contains NaN or infinite values (first at row {bad[0]}, "
+            f"column {bad[1]})."
+        )
+    return Batch(n=A.shape[0], dense=np.ascontiguousarray(A))
+
+
+def _check_csr(learner: str, X: Any, n_features: int) -> Batch:
+    if isinstance(X, tuple):
+        indptr, indices, values = X
+        n_cols = None
+    else:
+        indptr, indices, values = X.indptr, X.indices, X.data
+        n_cols = X.shape[1]
+    if n_cols is not None and n_cols != n_features:
+        raise ValueError(
+            f"{learner}: X has {n_cols} features per row; this learner expects {n_features}."
+        )
+    indptr = np.asarray(indptr)
+    indices = np.asarray(indices)
+    try:
+        values = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{learner}: sparse values must be floats.") from None
+    if indptr.ndim != 1 or indices.ndim != 1 or values.ndim != 1 or indptr.size < 1:
+        raise ValueError(f"{learner}: CSR indptr, indices and values must be 1-D arrays.")
+    # np.asarray([]) is float64, so an empty index array of any dtype is accepted.
+    if not np.issubdtype(indptr.dtype, np.integer) or (
+        indices.size and not np.issubdtype(indices.dtype, np.integer)
+    ):
+        raise ValueError(f"{learner}: CSR indptr and indices must be integer arrays.")
+    indptr = indptr.astype(np.int64)
+    indices = indices.astype(np.int64)
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.size:
+        raise ValueError(f"{learner}: CSR indptr must start at 0, never decrease and end at nnz.")
+    if indices.size != values.size:
+        raise ValueError(f"{learner}: CSR indices and values differ in length.")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_features):
+        raise ValueError(
+            f"{learner}: a sparse column index is outside [0, {n_features})."
+        )
+    if not np.isfinite(values).all():
+        row = int(np.searchsorted(indptr, np.argmax(~np.isfinite(values)), side="right") - 1)
+        raise ValueError(f"{learner}: X contains NaN or infinite values (first at row {row}).")
+    indptr, indices, values = _sparse.canonical_csr(indptr, indices, values)
+    return Batch(n=indptr.size - 1, indptr=indptr, indices=indices, values=values)
+
+
+def check_labels(learner: str, y: Any, n: int) -> np.ndarray:
+    """Return labels as float64 ±1; accept {0,1}, {-1,+1} or booleans, never a mix."""
+    a = np.asarray(y)
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(
+            f"{learner}: y must be 1-D with one label per row ({n}); got shape {a.shape}."
+        )
+    if a.dtype == np.bool_:
+        return np.where(a, 1.0, -1.0)
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+        raise ValueError(f"{learner}: labels must be numbers in {{0, 1}} or {{-1, +1}}.")
+    af = a.astype(np.float64)
+    ok = (af == 0) | (af == 1) | (af == -1)
+    if not ok.all():
+        first = int(np.argmax(~ok))
+        raise ValueError(
+            f"{learner}: labels must be in {{0, 1}} or {{-1, +1}}; got {a[first]!r} at "
+            f"row {first}."
+        )
+    if (af == 0).any() and (af == -1).any():
+        raise ValueError(
+            f"{learner}: labels mix 0 and -1; use {{0, 1}} or {{-1, +1}}, not both."
+        )
+    return np.where(af == 1, 1.0, -1.0)

@@ -1,0 +1,260 @@
+"""The learner contract shared by every family, and the registry behind ``models.create``.
+
+A learner is a deterministic state machine: ``learn(X, y)`` applies a batch of events in
+row order, ``score(X)`` reads the model without changing it, and ``get_state()`` returns
+everything (parameters, learned arrays, random-generator state) as a flat dict that
+``models.from_state`` turns back into an identical learner.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from . import _sparse
+from ._validation import Batch, Interval, Options, Param, check_labels, check_matrix
+from ._validation import validate_params as _validate_params
+
+__all__ = ["Learner", "available", "create", "from_state", "register"]
+
+STATE_VERSION = 1
+
+# Keys of a state dict that are not parameters or learned arrays.
+_META = ("learner", "state_version", "n_features", "seed")
+
+_REGISTRY: dict[str, type[Learner]] = {}
+
+
+def register(cls: type[Learner]) -> type[Learner]:
+    """Class decorator: make a learner available to ``models.create`` by its name."""
+    if cls.name in _REGISTRY:
+        raise RuntimeError(f"learner name {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def available() -> list[str]:
+    """Names of every learner ``create`` accepts, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _lookup(name: Any) -> type[Learner]:
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"Unknown learner {name!r}; available learners are: {', '.join(available())}."
+        ) from None
+
+
+def create(name: str, n_features: int, seed: int = 0, **params: Any) -> Learner:
+    """Create a learner by name, with its parameters validated."""
+    return _lookup(name)(n_features=n_features, seed=seed, **params)
+
+
+def from_state(state: dict[str, Any]) -> Learner:
+    """Rebuild a learner from ``get_state()`` output; raises ``ValueError`` if malformed."""
+    if not isinstance(state, dict) or "learner" not in state:
+        raise ValueError("A learner state must be a dict with a 'learner' key.")
+    return _lookup(state["learner"])._from_state(state)
+
+
+class Learner:
+    """Base class: parameter validation, input checks, state round trip.
+
+    Subclasses set ``name``, ``param_table`` and ``max_features`` and implement
+    ``_allocate`` (fresh learned state), ``_learn`` and ``_score``. Learned state is a
+    dict of numpy arrays whose keys end with ``_``; kernels update those arrays in place.
+    """
+
+    name: ClassVar[str]
+    param_table: ClassVar[dict[str, Param]] = {}
+    accepts_sparse: ClassVar[bool] = False
+    max_features: ClassVar[int]
+    # State arrays whose shape may legitimately differ from a fresh learner's.
+    variable_shape: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, *, n_features: int, seed: int = 0, **params: Any) -> None:
+        self.n_features, self.seed = _check_meta(self.name, n_features, seed, self.max_features)
+        self.params = _validate_params(self.name, self.param_table, params)
+        self._resolve_params()
+        self._state: dict[str, np.ndarray] = self._allocate()
+
+    # ----------------------------------------------------------------- subclass hooks
+    def _resolve_params(self) -> None:
+        """Replace 'auto' choices by concrete values (they are saved concrete)."""
+
+    def _allocate(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _learn(self, batch: Batch, y: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _score(self, batch: Batch) -> np.ndarray:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- public verbs
+    def learn(self, X: Any, y: Any) -> Learner:
+        """Learn from a batch of events, applied in row order.
+
+        ``X`` is an (n, d) float array (or CSR input for sparse-capable learners);
+        ``y`` holds labels in {0, 1} or {-1, +1} (or booleans). The whole batch is
+        checked first: a bad batch raises ``ValueError`` and changes nothing.
+        """
+        batch = check_matrix(self.name, X, self.n_features, self.accepts_sparse)
+        labels = check_labels(self.name, y, batch.n)
+        if batch.n:
+            self._learn(batch, labels)
+        return self
+
+    def score(self, X: Any) -> np.ndarray:
+        """Scores of the rows of ``X`` (float64; higher ranks first). Never mutates."""
+        batch = check_matrix(self.name, X, self.n_features, self.accepts_sparse)
+        if not batch.n:
+            return np.zeros(0)
+        return self._score(batch)
+
+    def learn_one(self, x: Any, y: Any) -> Learner:
+        """Learn from one event: ``x`` a 1-D array of d floats, ``y`` one label."""
+        return self.learn(_one_row(self.name, x), np.asarray([y]))
+
+    def score_one(self, x: Any) -> float:
+        """Score of one 1-D row."""
+        return float(self.score(_one_row(self.name, x))[0])
+
+    @property
+    def n_seen(self) -> tuple[int, int]:
+        """Events learned so far, as (negatives, positives)."""
+        n = self._state["n_seen_"]
+        return int(n[0]), int(n[1])
+
+    @property
+    def buffer_fill(self) -> tuple[int, int] | None:
+        """Rows held in the (negative, positive) buffers; ``None`` for unbuffered learners."""
+        cap = self.params.get("capacity")
+        if cap is None:
+            return None
+        neg, pos = self.n_seen
+        return min(neg, cap), min(pos, cap)
+
+    # ----------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to rebuild this learner bit for bit, as a flat dict.
+
+        Values are python scalars and strings (the configuration) and numpy arrays (the
+        learned state, keys ending in ``_``, random-generator state included).
+        """
+        state: dict[str, Any] = {
+            "learner": self.name,
+            "state_version": STATE_VERSION,
+            "n_features": self.n_features,
+            "seed": self.seed,
+        }
+        state.update(self.params)
+        for key, arr in self._state.items():
+            state[key] = arr.copy()
+        return state
+
+    @classmethod
+    def _from_state(cls, state: dict[str, Any]) -> Learner:
+        if state.get("state_version") != STATE_VERSION:
+            raise ValueError(
+                f"Unsupported state_version {state.get('state_version')!r} for {cls.name} "
+                f"(this build reads version {STATE_VERSION})."
+            )
+        for key in ("n_features", "seed"):
+            if key not in state:
+                raise ValueError(f"The {cls.name} state has no {key!r} entry.")
+        params = {k: state[k] for k in cls.param_table if k in state}
+        missing = sorted(set(cls.param_table) - set(params))
+        if missing:
+            raise ValueError(f"The {cls.name} state has no {missing[0]!r} parameter.")
+        learner = cls(n_features=state["n_features"], seed=state["seed"], **params)
+        expected = set(_META) | set(cls.param_table) | set(learner._state)
+        extra = sorted(set(state) - expected)
+        if extra:
+            raise ValueError(f"The {cls.name} state has an unexpected entry {extra[0]!r}.")
+        for key, fresh in learner._state.items():
+            if key not in state:
+                raise ValueError(f"The {cls.name} state has no {key!r} array.")
+            arr = np.asarray(state[key])
+            if arr.dtype != fresh.dtype or arr.ndim != fresh.ndim:
+                raise ValueError(
+                    f"The {cls.name} state array {key!r} must be {fresh.dtype} with "
+                    f"{fresh.ndim} dimensions; got {arr.dtype} with {arr.ndim}."
+                )
+            if arr.shape != fresh.shape and key not in cls.variable_shape:
+                raise ValueError(
+                    f"The {cls.name} state array {key!r} must have shape {fresh.shape}; "
+                    f"got {arr.shape}."
+                )
+            learner._state[key] = np.array(arr, copy=True, order="C")
+        learner._after_restore()
+        return learner
+
+    def _after_restore(self) -> None:
+        """Hook for learners that keep derived, unsaved caches."""
+
+    # ----------------------------------------------------------------- helpers
+    def _dense_rows(self, batch: Batch) -> np.ndarray:
+        if batch.dense is not None:
+            return batch.dense
+        return _sparse.csr_to_dense(batch.indptr, batch.indices, batch.values, self.n_features)
+
+    @staticmethod
+    def _csr_rows(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if batch.dense is None:
+            return batch.indptr, batch.indices, batch.values
+        return _sparse.dense_to_csr(batch.dense)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{self.name}(n_features={self.n_features}, seed={self.seed}, {args})"
+
+
+def _check_meta(name: str, n_features: Any, seed: Any, max_features: int) -> tuple[int, int]:
+    d = Interval(int, 1, max_features, "both")
+    try:
+        n_features = d.accepts(n_features)
+    except ValueError:
+        raise ValueError(
+            f"The 'n_features' parameter of {name} must be {d.describe()}; got {n_features!r}."
+        ) from None
+    s = Interval(int, 0, 2**63 - 1, "both")
+    try:
+        seed = s.accepts(seed)
+    except ValueError:
+        raise ValueError(
+            f"The 'seed' parameter of {name} must be {s.describe()}; got {seed!r}."
+        ) from None
+    return n_features, seed
+
+
+def _one_row(name: str, x: Any) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"{name}: a single event must be a 1-D array; got shape {a.shape}.")
+    return a[None, :]
+
+
+# Parameters shared by several families, declared once.
+def capacity_param(default: int) -> Param:
+    return Param(Interval(int, 1, 100_000, "both"), default, "buffer capacity per class")
+
+
+def storage_param() -> Param:
+    return Param(
+        Options(("auto", "dense", "sparse")),
+        "auto",
+        "buffer/weight storage; 'auto' is sparse above "
+        "models._config.SPARSE_STORAGE_THRESHOLD features",
+    )
+
+
+def resolve_storage(params: dict[str, Any], n_features: int) -> None:
+    """Turn ``storage='auto'`` into 'dense' or 'sparse' by the input dimension."""
+    from ._config import SPARSE_STORAGE_THRESHOLD
+
+    if params.get("storage") == "auto":
+        params["storage"] = "sparse" if n_features > SPARSE_STORAGE_THRESHOLD else "dense"
