@@ -126,8 +126,8 @@ def grow_sparse(idx: np.ndarray, val: np.ndarray, width: int):
     """Copies of sparse slot arrays widened to ``width`` (zero padding)."""
     if idx.shape[2] >= width:
         return idx, val
-    new_idx = np.zeros(idx.shape[:2] + (width,), np.int64)
-    new_val = np.zeros(val.shape[:2] + (width,), np.float64)
+    new_idx = np.zeros((*idx.shape[:2], width), np.int64)
+    new_val = np.zeros((*val.shape[:2], width), np.float64)
     new_idx[:, :, : idx.shape[2]] = idx
     new_val[:, :, : val.shape[2]] = val
     return new_idx, new_val

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["new_state", "next_u64", "uniform", "below", "normal", "normals"]
+__all__ = ["below", "new_state", "next_u64", "normal", "normals", "uniform"]
 
 def new_state(seed: int) -> np.ndarray:
     """Generator state for a non-negative integer seed (SplitMix64 expansion)."""

@@ -61,9 +61,10 @@ class Interval:
             value = float(value)
             if not math.isfinite(value):
                 raise ValueError
-        if self.low is not None:
-            if value < self.low or (value == self.low and self.closed not in ("left", "both")):
-                raise ValueError
+        if self.low is not None and (
+            value < self.low or (value == self.low and self.closed not in ("left", "both"))
+        ):
+            raise ValueError
         if self.high is not None and (
             value > self.high or (value == self.high and self.closed not in ("right", "both"))
         ):

@@ -27,7 +27,7 @@ from ._rng import new_state
 from ._validation import Batch, Interval, Options, Param
 from .base import Learner, capacity_param, register, resolve_storage, storage_param
 
-__all__ = ["CBRDiagFIFO", "CBRDiagRS", "CBRFIFO", "CBRRS", "FCBRFIFO", "FCBRRS"]
+__all__ = ["CBRFIFO", "CBRRS", "FCBRFIFO", "FCBRRS", "CBRDiagFIFO", "CBRDiagRS"]
 
 _DIAG_MODES = {"cov": K.DIAG_COV, "paper": K.DIAG_PAPER, "prec": K.DIAG_PREC}
 

@@ -56,7 +56,7 @@ def test_any_split_with_save_restore_gives_the_same_state(name, cuts):
     X, y = data(name, seed=1)
     n = len(y)
     whole = make(name, seed=5).learn(X, y).get_state()
-    points = sorted({c % (n + 1) for c in cuts}) + [n]
+    points = [*sorted({c % (n + 1) for c in cuts}), n]
     lrn = make(name, seed=5)
     start = 0
     for p in points:

@@ -1,0 +1,208 @@
+"""CBR, CBR-diag and FCBR against the numpy reference, plus the family's invariants."""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import models
+from models._sparse import dense_to_csr
+from tests.helpers import assert_close, stream
+from tests.reference.cbr import CBRRef, rff_sincos
+
+POLICY = {"fifo": "fifo", "rs": "reservoir"}
+
+
+def _buffers(state, c):
+    """Rows of class c's buffer, oldest first, as a dense matrix."""
+    n = min(int(state["n_seen_"][c]), state["capacity"])
+    slots = state["order_"][c, :n]
+    if "buf_" in state:
+        return state["buf_"][c, slots]
+    d = state["n_features"]
+    out = np.zeros((n, d))
+    for r, slot in enumerate(slots):
+        k = state["bnnz_"][c, slot]
+        out[r, state["bidx_"][c, slot, :k]] = state["bval_"][c, slot, :k]
+    return out
+
+
+def _check_buffers(state, ref):
+    for c in (0, 1):
+        rows = ref.buffers.rows[c]
+        got = _buffers(state, c)
+        expected = np.array(rows) if rows else np.zeros((0, got.shape[1]))
+        assert_close(got, expected, what=f"buffer {c}")
+        assert ref.buffers.count[c] == state["n_seen_"][c]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "rs"])
+def test_full_cbr_matches_the_reference(kind):
+    X, y = stream(400, 7, seed=11)
+    X *= 0.7
+    lrn = models.create(f"cbr_{kind}", n_features=7, seed=4, C=0.8, capacity=13)
+    ref = CBRRef(7, C=0.8, eta=0.7, capacity=13, policy=POLICY[kind], seed=4)
+    lrn.learn(X[:150], y[:150]).learn(X[150:], y[150:])
+    for x, t in zip(X, y, strict=True):
+        ref.learn_one(x, t)
+    st_ = lrn.get_state()
+    assert_close(st_["mu_"], ref.mu, what="mu")
+    assert_close(st_["sigma_"], ref.sigma, what="sigma")
+    _check_buffers(st_, ref)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "rs"])
+@pytest.mark.parametrize("mode", ["cov", "paper", "prec"])
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+def test_diag_cbr_matches_the_reference(kind, mode, storage):
+    X, y = stream(350, 9, seed=3)
+    X[np.abs(X) < 0.6] = 0.0  # real zeros, so sparse rows differ in their patterns
+    lrn = models.create(f"cbr_diag_{kind}", n_features=9, seed=2, C=2.0, capacity=11,
+                        diag_mode=mode, storage=storage)
+    ref = CBRRef(9, C=2.0, eta=0.7, capacity=11, policy=POLICY[kind], seed=2, diag_mode=mode)
+    lrn.learn(dense_to_csr(X[:100]), y[:100]).learn(X[100:], y[100:])
+    for x, t in zip(X, y, strict=True):
+        ref.learn_one(x, t)
+    st_ = lrn.get_state()
+    assert_close(st_["mu_"], ref.mu, what="mu")
+    assert_close(st_["g_"], ref.g, what="G")
+    _check_buffers(st_, ref)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "rs"])
+@pytest.mark.parametrize("step", [1.0, 0.5])
+def test_fcbr_matches_the_reference(kind, step):
+    X, y = stream(250, 3, seed=8)
+    lrn = models.create(f"fcbr_{kind}", n_features=3, seed=6, C=0.3, capacity=9,
+                        n_components=12, sigma=1.5, mean_step_scale=step)
+    theta = lrn.get_state()["theta_"]
+    ref = CBRRef(24, C=0.3, eta=0.7, capacity=9, policy=POLICY[kind], seed=6, step_scale=step)
+    # θ is drawn first from the same generator that the reservoir then continues.
+    ref.buffers.rng = lrn.get_state()["rng_"].copy()
+    lrn.learn(X, y)
+    Z = rff_sincos(X, theta)
+    for z, t in zip(Z, y, strict=True):
+        ref.learn_one(z, t)
+    st_ = lrn.get_state()
+    assert_close(st_["mu_"], ref.mu, what="mu")
+    assert_close(st_["sigma_"], ref.sigma, what="sigma")
+    _check_buffers(st_, ref)
+    assert_close(lrn.score(X), Z @ ref.mu, what="scores")
+
+
+def test_fcbr_frequencies_follow_the_kernel_width():
+    lrn = models.create("fcbr_fifo", n_features=40, seed=1, n_components=500, sigma=2.0)
+    theta = lrn.get_state()["theta_"]
+    assert theta.shape == (500, 40)
+    assert abs(theta.std() - 0.5) < 0.01 and abs(theta.mean()) < 0.01
+    # (1/m)-scaled sin/cos features approximate the Gaussian kernel
+    rng = np.random.default_rng(0)
+    x, z = rng.normal(size=(2, 40)) * 0.25
+    phi = rff_sincos(np.stack([x, z]), theta)
+    k = np.exp(-np.sum((x - z) ** 2) / (2 * 2.0**2))
+    assert abs(phi[0] @ phi[1] - k) < 0.06
+
+
+def _pair_loss(mu, sigma, z, y, phi):
+    return phi * np.sqrt(z @ sigma @ z) - y * (mu @ z)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), C=st.sampled_from([0.01, 0.3, 5.0, 1e6]))
+def test_one_step_solves_the_per_pair_problem(seed, C):
+    """Prop. 1: with α < C the post-update confidence loss is exactly 0; α = 0 iff loss ≤ 0."""
+    rng = np.random.default_rng(seed)
+    d = 4
+    xp, xn = rng.normal(size=(2, d))
+    lrn = models.create("cbr_fifo", n_features=d, C=C, capacity=1)
+    lrn.learn(xn[None], [0])  # fills the negative buffer; nothing to pair with yet
+    st0 = lrn.get_state()
+    lrn.learn(xp[None], [1])
+    st1 = lrn.get_state()
+    phi = NormalDist().inv_cdf(0.7)
+    z = xp - xn
+    before = _pair_loss(st0["mu_"], st0["sigma_"], z, 1.0, phi)
+    after = _pair_loss(st1["mu_"], st1["sigma_"], z, 1.0, phi)
+    assert before > 0  # μ = 0: the pair is always violated at first
+    step = np.linalg.norm(st1["mu_"] - st0["mu_"])
+    alpha = step / np.linalg.norm(st0["sigma_"] @ z)
+    if alpha < C * (1 - 1e-9):
+        assert abs(after) <= 1e-9 * max(1.0, abs(before))
+    else:
+        assert after > -1e-12
+    # A second identical pair is satisfied already when the cap did not bind: no change.
+    if alpha < C * (1 - 1e-9):
+        lrn2 = models.from_state(st1)
+        lrn2.learn(xn[None], [0])  # re-buffer the same negative (capacity 1)
+        lrn2.learn(xp[None], [1])
+        assert np.allclose(lrn2.get_state()["mu_"], st1["mu_"], atol=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), C=st.sampled_from([0.05, 1.0, 50.0]),
+       kind=st.sampled_from(["cbr_fifo", "cbr_rs"]))
+def test_sigma_stays_symmetric_positive_definite(seed, C, kind):
+    X, y = stream(200, 5, seed=seed)
+    lrn = models.create(kind, n_features=5, seed=seed, C=C, capacity=10).learn(X * 3, y)
+    sigma = lrn.get_state()["sigma_"]
+    assert np.array_equal(sigma, sigma.T)
+    assert np.linalg.eigvalsh(sigma).min() > 0
+    assert np.linalg.eigvalsh(sigma).max() <= 1.0 + 1e-12  # Σ only shrinks from I
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), mode=st.sampled_from(["cov", "paper", "prec"]),
+       C=st.sampled_from([0.05, 1.0, 50.0]))
+def test_diagonal_stays_positive(seed, mode, C):
+    X, y = stream(200, 5, seed=seed)
+    lrn = models.create("cbr_diag_fifo", n_features=5, C=C, capacity=10, diag_mode=mode)
+    g = lrn.learn(X * 3, y).get_state()["g_"]
+    assert (g > 0).all()
+    if mode == "cov":
+        assert (g <= 1.0).all()
+    else:
+        assert (g >= 1.0).all()
+
+
+def test_diag_cov_equals_full_cbr_while_sigma_stays_diagonal():
+    """Positives at the origin and one-hot negatives: every z is axis-aligned."""
+    rng = np.random.default_rng(5)
+    d, n = 6, 300
+    y = (rng.random(n) < 0.4).astype(int)
+    X = np.zeros((n, d))
+    neg = np.flatnonzero(y == 0)
+    X[neg, rng.integers(0, d, neg.size)] = rng.uniform(0.5, 2.0, neg.size)
+    full = models.create("cbr_fifo", n_features=d, C=0.7, capacity=5).learn(X, y).get_state()
+    diag = models.create("cbr_diag_fifo", n_features=d, C=0.7, capacity=5).learn(X, y)
+    assert np.count_nonzero(full["sigma_"] - np.diag(np.diag(full["sigma_"]))) == 0
+    assert_close(diag.get_state()["mu_"], full["mu_"], rtol=1e-12, what="mu")
+    assert_close(diag.get_state()["g_"], np.diag(full["sigma_"]), rtol=1e-12, what="G")
+
+
+@pytest.mark.parametrize("name", ["cbr_fifo", "cbr_diag_fifo"])
+def test_scaling_features_by_c_is_the_same_as_scaling_C(name):
+    """review-first-wave §1: features × c with penalty C ≡ features with penalty c·C."""
+    X, y = stream(300, 5, seed=2)
+    a = models.create(name, n_features=5, C=0.2 * 4.0, capacity=8).learn(X, y)
+    b = models.create(name, n_features=5, C=0.2, capacity=8).learn(4.0 * X, y)
+    np.testing.assert_allclose(a.score(X), b.score(X), rtol=1e-9, atol=1e-12)
+
+
+def test_duplicate_rows_are_skipped_not_nan():
+    x = np.array([[0.3, -1.0, 2.0]])
+    lrn = models.create("cbr_fifo", n_features=3, capacity=3)
+    lrn.learn(np.repeat(x, 6, axis=0), [0, 1, 0, 1, 1, 0])
+    st_ = lrn.get_state()
+    assert np.array_equal(st_["mu_"], np.zeros(3))
+    assert np.array_equal(st_["sigma_"], np.eye(3))
+
+
+def test_empty_opposite_buffer_means_no_update():
+    X, _ = stream(20, 4)
+    lrn = models.create("cbr_rs", n_features=4).learn(X, np.ones(20, int))
+    assert np.array_equal(lrn.get_state()["mu_"], np.zeros(4))
+    assert lrn.buffer_fill == (0, 20)
