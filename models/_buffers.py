@@ -29,6 +29,7 @@ __all__ = [
     "RESERVOIR",
     "admit",
     "buffer_size",
+    "check_buffer_state",
     "grow_sparse",
     "sparse_diff",
     "sparse_width",
@@ -131,3 +132,31 @@ def grow_sparse(idx: np.ndarray, val: np.ndarray, width: int):
     new_idx[:, :, : idx.shape[2]] = idx
     new_val[:, :, : val.shape[2]] = val
     return new_idx, new_val
+
+
+def check_buffer_state(name: str, s: dict[str, np.ndarray], n_features: int) -> None:
+    """Refuse restored buffer arrays that would send a kernel outside its arrays.
+
+    numba does not bounds-check, so a corrupted ``order_`` or sparse slot could make a
+    kernel read or write past an array; states are checked once, when restored.
+    """
+    order, n_seen = s["order_"], s["n_seen_"]
+    cap = order.shape[1]
+    if order.shape[0] != 2 or n_seen.shape != (2,) or (n_seen < 0).any():
+        raise ValueError(f"The {name} state arrays 'order_'/'n_seen_' are malformed.")
+    for c in (0, 1):
+        size = int(min(n_seen[c], cap))
+        if not np.array_equal(np.sort(order[c, :size]), np.arange(size)):
+            raise ValueError(
+                f"The {name} state array 'order_' must list the {size} filled slots of "
+                f"class {c} once each."
+            )
+    if "bidx_" in s:
+        idx, val, nnz = s["bidx_"], s["bval_"], s["bnnz_"]
+        if idx.shape[:2] != nnz.shape or val.shape != idx.shape or nnz.shape != (2, cap):
+            raise ValueError(f"The {name} sparse buffer arrays disagree in shape.")
+        width = idx.shape[2]
+        if width < 1 or (nnz < 0).any() or (nnz > width).any():
+            raise ValueError(f"The {name} state array 'bnnz_' is out of range.")
+        if (idx < 0).any() or (idx >= n_features).any():
+            raise ValueError(f"The {name} state array 'bidx_' is out of range.")

@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from ._buffers import admit, sparse_diff, write_sparse_row
+from ._kernels import dense_dot, sparse_dot
 
 DIAG_COV = 0
 DIAG_PAPER = 1
@@ -70,14 +71,19 @@ def _full_step(mu, sigma, z, s, y, C, phi, psi, zeta, step_scale, min_var):
 
 @njit(cache=True, nogil=True)
 def full_learn(X, y, mu, sigma, buf, order, n_seen, rng, policy, C, phi, psi, zeta,
-               step_scale, min_var):
-    """Full-covariance CBR (Prop. 1; Prop. 3 with ``step_scale`` = ½) over a batch."""
+               step_scale, min_var, prior):
+    """Full-covariance CBR (Prop. 1; Prop. 3 with ``step_scale`` = ½) over a batch.
+
+    If ``prior`` is non-empty, ``prior[t]`` receives μᵀx_t before event t is learned.
+    """
     n, d = X.shape
     cap = buf.shape[1]
     z = np.empty(d)
     s = np.empty(d)
     updates = 0
     for t in range(n):
+        if prior.shape[0]:
+            prior[t] = dense_dot(mu, X[t])
         c = 1 if y[t] > 0 else 0
         opp = 1 - c
         slot = admit(order, n_seen, c, policy, rng)
@@ -139,14 +145,16 @@ def _diag_step(mu, G, zi, zv, nz, y, C, phi, psi, zeta, mode, min_var):
 
 @njit(cache=True, nogil=True)
 def diag_learn_dense(X, y, mu, G, buf, order, n_seen, rng, policy, C, phi, psi, zeta,
-                     mode, min_var):
-    """Diagonal CBR over a dense batch with dense buffers."""
+                     mode, min_var, prior):
+    """Diagonal CBR over a dense batch with dense buffers (``prior`` as in full_learn)."""
     n, d = X.shape
     cap = buf.shape[1]
     zi = np.arange(d)
     zv = np.empty(d)
     updates = 0
     for t in range(n):
+        if prior.shape[0]:
+            prior[t] = dense_dot(mu, X[t])
         c = 1 if y[t] > 0 else 0
         opp = 1 - c
         slot = admit(order, n_seen, c, policy, rng)
@@ -163,7 +171,7 @@ def diag_learn_dense(X, y, mu, G, buf, order, n_seen, rng, policy, C, phi, psi, 
 
 @njit(cache=True, nogil=True)
 def diag_learn_sparse(indptr, indices, values, y, mu, G, bidx, bval, bnnz, order, n_seen,
-                      rng, policy, C, phi, psi, zeta, mode, min_var):
+                      rng, policy, C, phi, psi, zeta, mode, min_var, prior):
     """Diagonal CBR over canonical CSR rows with sparse buffers: O(nnz) per pair."""
     n = indptr.shape[0] - 1
     cap = bidx.shape[1]
@@ -176,6 +184,8 @@ def diag_learn_sparse(indptr, indices, values, y, mu, G, bidx, bval, bnnz, order
     updates = 0
     for t in range(n):
         a, e = indptr[t], indptr[t + 1]
+        if prior.shape[0]:
+            prior[t] = sparse_dot(mu, indices, values, a, e)
         c = 1 if y[t] > 0 else 0
         opp = 1 - c
         slot = admit(order, n_seen, c, policy, rng)

@@ -17,7 +17,7 @@ NYSTROM_EIG_FLOOR = 1e-6
 
 # SOLAM sparse path: fold the scalar factor of w = σ·u back into u when σ falls below
 # this, so that u does not grow without bound (spec solam-mba §2.11).
-SOLAM_MIN_SCALE = 1e-8
+SOLAM_MIN_SCALE = 1e-4
 
 # Rows with a smaller L2 norm are left as they are by per-row normalisation
 # (the authors' code leaves zero vectors unchanged).

@@ -9,19 +9,37 @@ from numba import njit
 
 from ._config import MIN_ROW_NORM
 
-__all__ = ["csr_scores", "dense_scores", "normalize_rows"]
+__all__ = ["csr_scores", "dense_dot", "dense_scores", "normalize_rows", "sparse_dot"]
+
+# An empty array passed as a kernel's ``prior`` argument: no prequential scores wanted.
+NO_SCORES = np.zeros(0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def dense_dot(w, x):
+    """wᵀx summed left to right: learn kernels and ``dense_scores`` agree to the bit."""
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += x[i] * w[i]
+    return acc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def sparse_dot(w, indices, values, lo, hi):
+    """wᵀx for the CSR row values[lo:hi] at indices[lo:hi], in index order."""
+    acc = 0.0
+    for j in range(lo, hi):
+        acc += values[j] * w[indices[j]]
+    return acc
 
 
 @njit(cache=True, nogil=True)
 def dense_scores(X, w):
     """X @ w with a fixed summation order (a row's score never depends on its batch)."""
-    n, d = X.shape
+    n = X.shape[0]
     out = np.empty(n)
     for r in range(n):
-        acc = 0.0
-        for i in range(d):
-            acc += X[r, i] * w[i]
-        out[r] = acc
+        out[r] = dense_dot(w, X[r])
     return out
 
 
@@ -31,10 +49,7 @@ def csr_scores(indptr, indices, values, w):
     n = indptr.shape[0] - 1
     out = np.empty(n)
     for r in range(n):
-        acc = 0.0
-        for j in range(indptr[r], indptr[r + 1]):
-            acc += values[j] * w[indices[j]]
-        out[r] = acc
+        out[r] = sparse_dot(w, indices, values, indptr[r], indptr[r + 1])
     return out
 
 

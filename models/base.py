@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _sparse
+from ._buffers import check_buffer_state
+from ._kernels import NO_SCORES
 from ._validation import Batch, Interval, Options, Param, check_labels, check_matrix
 from ._validation import validate_params as _validate_params
 
@@ -63,9 +65,11 @@ def from_state(state: dict[str, Any]) -> Learner:
 class Learner:
     """Base class: parameter validation, input checks, state round trip.
 
-    Subclasses set ``name``, ``param_table`` and ``max_features`` and implement
-    ``_allocate`` (fresh learned state), ``_learn`` and ``_score``. Learned state is a
-    dict of numpy arrays whose keys end with ``_``; kernels update those arrays in place.
+    Subclasses set ``name``, ``param_table``, ``max_features`` and ``scoring_keys`` and
+    implement ``_allocate`` (fresh learned state), ``_learn`` and ``_score``. Learned state
+    is a dict of numpy arrays whose keys end with ``_``; kernels update those arrays in
+    place. ``_learn(batch, y, prior)`` writes each event's score before learning it into
+    ``prior`` when ``prior`` is non-empty.
     """
 
     name: ClassVar[str]
@@ -74,12 +78,15 @@ class Learner:
     max_features: ClassVar[int]
     # State arrays whose shape may legitimately differ from a fresh learner's.
     variable_shape: ClassVar[frozenset[str]] = frozenset()
+    # State arrays that ``_score`` reads: all that a snapshot copies.
+    scoring_keys: ClassVar[tuple[str, ...]]
 
     def __init__(self, *, n_features: int, seed: int = 0, **params: Any) -> None:
         self.n_features, self.seed = _check_meta(self.name, n_features, seed, self.max_features)
         self.params = _validate_params(self.name, self.param_table, params)
         self._resolve_params()
         self._state: dict[str, np.ndarray] = self._allocate()
+        self._frozen = False
 
     # ----------------------------------------------------------------- subclass hooks
     def _resolve_params(self) -> None:
@@ -88,7 +95,7 @@ class Learner:
     def _allocate(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def _learn(self, batch: Batch, y: np.ndarray) -> None:
+    def _learn(self, batch: Batch, y: np.ndarray, prior: np.ndarray) -> None:
         raise NotImplementedError
 
     def _score(self, batch: Batch) -> np.ndarray:
@@ -102,11 +109,25 @@ class Learner:
         ``y`` holds labels in {0, 1} or {-1, +1} (or booleans). The whole batch is
         checked first: a bad batch raises ``ValueError`` and changes nothing.
         """
+        self._check_not_frozen()
         batch = check_matrix(self.name, X, self.n_features, self.accepts_sparse)
         labels = check_labels(self.name, y, batch.n)
         if batch.n:
-            self._learn(batch, labels)
+            self._learn(batch, labels, NO_SCORES)
         return self
+
+    def score_then_learn(self, X: Any, y: Any) -> np.ndarray:
+        """Test-then-train: score each event with the model as it stands just before it,
+        then learn it. Returns those prequential scores; the learned state is exactly
+        that of ``learn(X, y)``, and each score equals what ``score`` would have given.
+        """
+        self._check_not_frozen()
+        batch = check_matrix(self.name, X, self.n_features, self.accepts_sparse)
+        labels = check_labels(self.name, y, batch.n)
+        prior = np.zeros(batch.n)
+        if batch.n:
+            self._learn(batch, labels, prior)
+        return prior
 
     def score(self, X: Any) -> np.ndarray:
         """Scores of the rows of ``X`` (float64; higher ranks first). Never mutates."""
@@ -122,6 +143,25 @@ class Learner:
     def score_one(self, x: Any) -> float:
         """Score of one 1-D row."""
         return float(self.score(_one_row(self.name, x))[0])
+
+    def snapshot(self) -> Learner:
+        """A frozen copy that scores exactly as this learner does now, and cannot learn.
+
+        Only the arrays scoring needs are copied, so publishing a snapshot after every
+        batch is cheap next to learning it.
+        """
+        twin = object.__new__(type(self))
+        twin.n_features = self.n_features
+        twin.seed = self.seed
+        twin.params = dict(self.params)
+        keys = (*self.scoring_keys, "n_seen_")
+        twin._state = {k: self._state[k].copy() for k in keys}
+        twin._frozen = True
+        return twin
+
+    def _check_not_frozen(self) -> None:
+        if self._frozen:
+            raise RuntimeError(f"This {self.name} is a scoring snapshot; it cannot learn.")
 
     @property
     def n_seen(self) -> tuple[int, int]:
@@ -145,6 +185,7 @@ class Learner:
         Values are python scalars and strings (the configuration) and numpy arrays (the
         learned state, keys ending in ``_``, random-generator state included).
         """
+        self._check_not_frozen()
         state: dict[str, Any] = {
             "learner": self.name,
             "state_version": STATE_VERSION,
@@ -190,6 +231,8 @@ class Learner:
                     f"got {arr.shape}."
                 )
             learner._state[key] = np.array(arr, copy=True, order="C")
+        if "order_" in learner._state:
+            check_buffer_state(cls.name, learner._state, learner.n_features)
         learner._after_restore()
         return learner
 

@@ -268,3 +268,45 @@ def test_dense_only_learners_refuse_sparse_input(name):
 def test_create_rejects_unknown_learners_with_the_list():
     with pytest.raises(ValueError, match="Unknown learner 'nope'; available learners are: "):
         models.create("nope", n_features=3)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_score_then_learn_is_learn_plus_prequential_scores(name):
+    X, y = data(name, seed=2)
+    a = make(name)
+    prior = a.score_then_learn(X, y)
+    b = make(name).learn(X, y)
+    assert_states_equal(a.get_state(), b.get_state())
+    stepwise = make(name)
+    expected = np.empty(len(y))
+    for t in range(len(y)):
+        expected[t] = stepwise.score(X[t:t + 1])[0]
+        stepwise.learn(X[t:t + 1], y[t:t + 1])
+    scale = max(1.0, float(np.abs(expected).max()))
+    assert np.abs(prior - expected).max() <= 1e-12 * scale
+    assert make(name).score_then_learn(X[:0], y[:0]).shape == (0,)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_snapshot_scores_like_the_learner_and_stays_frozen(name):
+    X, y = data(name)
+    lrn = make(name).learn(X[:60], y[:60])
+    snap = lrn.snapshot()
+    before = lrn.score(X)
+    np.testing.assert_array_equal(snap.score(X), before)
+    lrn.learn(X[60:], y[60:])
+    np.testing.assert_array_equal(snap.score(X), before)
+    assert snap.n_seen == (int((y[:60] == 0).sum()), int((y[:60] == 1).sum()))
+    with pytest.raises(RuntimeError, match="snapshot"):
+        snap.learn(X[:2], y[:2])
+    with pytest.raises(RuntimeError, match="snapshot"):
+        snap.get_state()
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if "order_" in make(n)._state])
+def test_corrupted_buffer_order_is_refused(name):
+    X, y = data(name)
+    st_ = make(name).learn(X, y).get_state()
+    st_["order_"][0, 0] = st_["order_"].shape[1] + 5  # a slot outside the buffer
+    with pytest.raises(ValueError, match="order_"):
+        models.from_state(st_)

@@ -1,0 +1,1 @@
+"""Evaluation harness: packaged real datasets (:mod:`bench.datasets`, ``python -m bench.fetch``)."""
