@@ -1,0 +1,1 @@
+"""aucstream service: hosts ``models`` learners behind HTTP, durable in Redis or SQLite."""

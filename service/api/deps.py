@@ -1,0 +1,120 @@
+"""Dependencies written once: settings, the model host, auth, raw JSON bodies."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, HTTPException, Request
+from pydantic import BaseModel, ValidationError
+
+from ..hosting import ModelHost
+from ..settings import Settings
+
+__all__ = ["HostDep", "ReadAuth", "SettingsDep", "WriteAuth", "json_body", "read_json"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_host(request: Request) -> ModelHost:
+    return request.app.state.host
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+HostDep = Annotated[ModelHost, Depends(get_host)]
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token.strip()
+
+
+def _matches(token: str, keys: frozenset[str]) -> bool:
+    # compare_digest against every key: the time taken does not depend on which matched.
+    found = False
+    for key in keys:
+        found |= hmac.compare_digest(token.encode(), key.encode())
+    return found
+
+
+def _authorize(request: Request, settings: Settings, write: bool) -> None:
+    if not settings.auth_enabled:
+        return
+    token = _bearer(request)
+    if token is None:
+        raise HTTPException(401, "Missing bearer token: send 'Authorization: Bearer <key>'.",
+                            headers={"WWW-Authenticate": "Bearer"})
+    if _matches(token, settings.write_key_set()):
+        return
+    if _matches(token, settings.read_key_set()):
+        if write:
+            raise HTTPException(403, "This key may read and score but not write.")
+        return
+    raise HTTPException(401, "Invalid API key.", headers={"WWW-Authenticate": "Bearer"})
+
+
+def require_read(request: Request, settings: SettingsDep) -> None:
+    _authorize(request, settings, write=False)
+
+
+def require_write(request: Request, settings: SettingsDep) -> None:
+    _authorize(request, settings, write=True)
+
+
+ReadAuth = Depends(require_read)
+WriteAuth = Depends(require_write)
+
+
+class PayloadTooLarge(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+async def read_json(request: Request, model: type[M], limit: int) -> M:
+    """Read the body (refusing more than ``limit`` bytes) and validate it as ``model``.
+
+    Parsing the raw bytes with pydantic's JSON parser is about twice as fast as FastAPI's
+    default body handling, which matters for 500-event learn batches.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"Request body of {declared} bytes exceeds the limit of {limit}.")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
+        chunks.append(chunk)
+    try:
+        return model.model_validate_json(b"".join(chunks))
+    except ValidationError as exc:
+        raise BodyValidationError(exc) from None
+
+
+class BodyValidationError(Exception):
+    def __init__(self, exc: ValidationError) -> None:
+        super().__init__(str(exc))
+        self.errors = exc.errors(include_url=False)
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` documenting a JSON body that the handler parses itself."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{model.__name__}"}
+                }
+            },
+        }
+    }

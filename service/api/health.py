@@ -1,0 +1,40 @@
+"""Probes and Prometheus metrics (no auth: orchestrators and scrapers call them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.concurrency import run_in_threadpool
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ..store.base import StoreUnavailable
+from .deps import HostDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "not ready"}})
+async def readyz(host: HostDep, response: Response) -> dict[str, Any]:
+    """Ready when every model is recovered and the store answers."""
+    store_ok = True
+    try:
+        await run_in_threadpool(host.store.ping)
+    except StoreUnavailable:
+        store_ok = False
+    ready = host.ready and store_ok
+    response.status_code = 200 if ready else 503
+    return {"status": "ready" if ready else "not ready", "models_recovered": host.ready,
+            "store": "up" if store_ok else "down", "models": len(host.names())}
+
+
+@router.get("/metrics")
+async def metrics(host: HostDep) -> Response:
+    """Prometheus text exposition of every aucstream metric."""
+    return Response(generate_latest(host.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,78 @@
+"""/models: create, list, inspect and delete hosted models; /learners: what can be hosted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+import models as learners
+
+from ..hosting import build_config
+from ..schemas import CreateModelRequest, ErrorBody, ModelInfo, ModelList
+from .deps import HostDep, ReadAuth, SettingsDep, WriteAuth
+
+router = APIRouter(tags=["models"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody},
+    503: {"model": ErrorBody},
+}
+
+
+@router.post("/models", status_code=status.HTTP_201_CREATED, response_model=ModelInfo,
+             dependencies=[WriteAuth], responses={**_ERRORS, 409: {"model": ErrorBody}})
+async def create_model(req: CreateModelRequest, host: HostDep, settings: SettingsDep) -> Any:
+    """Create a model: a learner, its parameters and its feature encoding.
+
+    Unknown learner, bad parameters or a bad feature spec → 422 naming the field;
+    an existing name → 409.
+    """
+    config = build_config(
+        req.name, req.learner, req.params, req.features.model_dump(), req.seed,
+        req.standardize, req.rolling_window or settings.rolling_auc_window,
+    )
+    model = await run_in_threadpool(host.create, config)
+    return model.info()
+
+
+@router.get("/models", response_model=ModelList, dependencies=[ReadAuth], responses=_ERRORS)
+async def list_models(host: HostDep) -> Any:
+    """Every hosted model with its state: version, events by class, rolling AUC, ..."""
+    return {"models": [model.info() for model in host.all()]}
+
+
+@router.get("/models/{name}", response_model=ModelInfo, dependencies=[ReadAuth],
+            responses=_ERRORS)
+async def get_model(name: str, host: HostDep) -> Any:
+    """One model: configuration, version (events applied), events seen by class, rolling
+    AUC, buffer fill, last checkpoint."""
+    model = await run_in_threadpool(host.get, name)
+    return model.info()
+
+
+@router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT,
+               dependencies=[WriteAuth], responses=_ERRORS)
+async def delete_model(name: str, host: HostDep) -> Response:
+    """Delete a model with its log and checkpoints."""
+    await run_in_threadpool(host.delete, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/learners", dependencies=[ReadAuth])
+async def list_learners() -> dict[str, Any]:
+    """Learners that can be hosted, with their parameters (rule, default, meaning)."""
+    out = {}
+    for name in learners.available():
+        cls = learners.base._lookup(name)
+        out[name] = {
+            "summary": (cls.__doc__ or "").strip().splitlines()[0],
+            "sparse_input": cls.accepts_sparse,
+            "max_features": cls.max_features,
+            "params": {
+                p: {"rule": spec.rule.describe(), "default": spec.default, "doc": spec.doc}
+                for p, spec in cls.param_table.items()
+            },
+        }
+    return {"learners": out}

@@ -1,0 +1,226 @@
+"""The FastAPI application: wiring, error bodies, lifespan (recovery and the sync loop)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+
+from .api import router
+from .api.deps import BodyValidationError, PayloadTooLarge
+from .encoding import EncodingError
+from .hosting import LogGap, ModelConfigError, ModelHost
+from .logs import configure_logging, request_id_var
+from .metrics import Metrics
+from .schemas import LearnRequest, ScoreRequest
+from .settings import Settings, get_settings
+from .store import open_store
+from .store.base import ModelExists, ModelNotFound, Store, StoreUnavailable
+from .warmup import warm_up
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("aucstream")
+
+
+def _error(status: int, code: str, message: str, details: list[dict[str, Any]] | None = None,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"error": code, "message": message, "details": details or []}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _details(errors: list[dict[str, Any]], prefix: tuple = ("body",)) -> list[dict[str, Any]]:
+    out = []
+    for e in errors:
+        loc = list(e.get("loc", ()))
+        if prefix and (not loc or loc[0] != prefix[0]):
+            loc = [*prefix, *loc]
+        out.append({"loc": [x if isinstance(x, int | str) else str(x) for x in loc],
+                    "msg": e.get("msg", "invalid")})
+    return out
+
+
+def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
+    def count(reason: str) -> None:
+        metrics.errors.labels(reason).inc()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        count("validation")
+        details = _details(list(exc.errors()), prefix=())
+        first = details[0] if details else {"loc": [], "msg": "invalid"}
+        where = ".".join(str(x) for x in first["loc"])
+        return _error(422, "validation_error", f"{where}: {first['msg']}", details)
+
+    @app.exception_handler(BodyValidationError)
+    async def _body(_: Request, exc: BodyValidationError) -> JSONResponse:
+        count("validation")
+        details = _details(exc.errors)
+        first = details[0]
+        where = ".".join(str(x) for x in first["loc"])
+        return _error(422, "validation_error", f"{where}: {first['msg']}", details)
+
+    @app.exception_handler(EncodingError)
+    async def _encoding(_: Request, exc: EncodingError) -> JSONResponse:
+        count("validation")
+        loc = ["body", *exc.loc]
+        return _error(422, "validation_error", f"{'.'.join(map(str, loc))}: {exc.msg}",
+                      [{"loc": loc, "msg": exc.msg}])
+
+    @app.exception_handler(ModelConfigError)
+    async def _config(_: Request, exc: ModelConfigError) -> JSONResponse:
+        count("validation")
+        loc = ["body", *exc.loc]
+        return _error(422, "validation_error", exc.msg, [{"loc": loc, "msg": exc.msg}])
+
+    @app.exception_handler(ModelNotFound)
+    async def _not_found(_: Request, exc: ModelNotFound) -> JSONResponse:
+        count("not_found")
+        return _error(404, "not_found", str(exc))
+
+    @app.exception_handler(ModelExists)
+    async def _exists(_: Request, exc: ModelExists) -> JSONResponse:
+        count("conflict")
+        return _error(409, "conflict", str(exc))
+
+    @app.exception_handler(PayloadTooLarge)
+    async def _too_large(_: Request, exc: PayloadTooLarge) -> JSONResponse:
+        count("too_large")
+        return _error(413, "payload_too_large", exc.message)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        count("store_unavailable")
+        return _error(503, "unavailable",
+                      f"The event store is unavailable ({exc}); nothing was learned. Retry "
+                      "later: events with ids are never learned twice.",
+                      headers={"Retry-After": "1"})
+
+    @app.exception_handler(LogGap)
+    async def _gap(_: Request, exc: LogGap) -> JSONResponse:
+        count("internal")
+        log.error("log gap: %s", exc)
+        return _error(500, "internal", str(exc))
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        code = {401: "unauthorized", 403: "forbidden", 404: "not_found",
+                405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        count(code)
+        return _error(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+
+class _SyncLoop:
+    """Background thread: recover models, then follow the store and checkpoint."""
+
+    def __init__(self, host: ModelHost, interval: float) -> None:
+        self.host = host
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="aucstream-sync", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and not self.host.ready:
+            try:
+                self.host.recover()
+                self.host.metrics.store_up.set(1)
+            except StoreUnavailable as exc:
+                self.host.metrics.store_up.set(0)
+                log.warning("store unavailable during recovery, retrying: %s", exc)
+                self._stop.wait(min(self.interval, 1.0))
+        try:
+            warm_up()
+        except Exception:  # a warm-up failure must not stop the service
+            log.exception("warm-up failed")
+        while not self._stop.wait(self.interval):
+            try:
+                self.host.sync_once()
+                self.host.metrics.store_up.set(1)
+            except StoreUnavailable as exc:
+                self.host.metrics.store_up.set(0)
+                log.warning("store unavailable: %s", exc)
+            except Exception:  # keep following the store whatever one model does
+                log.exception("sync loop error")
+
+
+def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
+    """Build the app; ``settings`` default to the environment, ``store`` to its URL/dir."""
+    settings = settings or get_settings()
+    configure_logging(settings.log_json, settings.log_level)
+    metrics = Metrics()
+    store = store or open_store(settings.redis_url, settings.data_dir,
+                                prefix=settings.redis_prefix)
+    host = ModelHost(store, settings, metrics)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = _SyncLoop(host, settings.sync_interval)
+        loop.start()
+        log.info("aucstream started (store: %s)", "redis" if settings.redis_url else
+                 f"sqlite in {settings.data_dir}")
+        try:
+            yield
+        finally:
+            loop.stop()
+            try:
+                host.checkpoint_all()
+            except StoreUnavailable as exc:
+                log.warning("final checkpoint skipped, store unavailable: %s", exc)
+            store.close()
+
+    app = FastAPI(
+        title="aucstream",
+        version="0.1.0",
+        summary="Online AUC maximisation: learn from labelled events, rank candidates.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.host = host
+    app.include_router(router)
+    _install_error_handlers(app, metrics)
+
+    @app.middleware("http")
+    async def request_ids(request: Request, call_next: Any) -> Any:
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        token = request_id_var.set(rid)
+        started = time.perf_counter()
+        try:
+            response = await call_next(request)
+        finally:
+            request_id_var.reset(token)
+        response.headers["x-request-id"] = rid
+        log.info("%s %s %d %.1fms", request.method, request.url.path, response.status_code,
+                 1000 * (time.perf_counter() - started),
+                 extra={"request_id": rid, "status": response.status_code})
+        return response
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary,
+                                 routes=app.routes)
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in (LearnRequest, ScoreRequest):
+                body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(body.pop("$defs", {}))
+                components[model.__name__] = body
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

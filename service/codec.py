@@ -1,0 +1,113 @@
+"""Versioned binary formats for log payloads and checkpoints (msgpack; never pickle).
+
+A numpy array travels as ``{"nd": dtype string, "shape": [...], "data": raw bytes}``
+(little-endian, C order); anything else in a state dict must be a msgpack scalar or
+string. Decoding checks the format version and every array's size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import numpy as np
+
+__all__ = ["CodecError", "decode_batch", "decode_state", "encode_batch", "encode_state"]
+
+BATCH_FORMAT = 1
+STATE_FORMAT = 1
+
+_ALLOWED_DTYPES = {"<f8", "<f4", "<i8", "<i4", "<u8", "|i1", "|u1", "|b1", "<U"}
+
+
+class CodecError(ValueError):
+    """A payload or checkpoint that cannot be decoded."""
+
+
+def _pack_array(a: np.ndarray) -> dict[str, Any]:
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
+
+
+def _unpack_array(obj: dict[str, Any]) -> np.ndarray:
+    try:
+        dtype = np.dtype(obj["nd"])
+        shape = tuple(int(s) for s in obj["shape"])
+        data = obj["data"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CodecError(f"malformed array record: {exc}") from None
+    if dtype.hasobject or dtype.kind not in "fiubU":
+        raise CodecError(f"refusing array dtype {dtype.str}")
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(data) != expected:
+        raise CodecError(f"array of shape {shape} needs {expected} bytes, got {len(data)}")
+    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
+def _pack_value(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return _pack_array(v)
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, dict):
+        return {"map": {k: _pack_value(x) for k, x in v.items()}}
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    raise CodecError(f"cannot encode a value of type {type(v).__name__}")
+
+
+def _unpack_value(v: Any) -> Any:
+    if isinstance(v, dict):
+        if "nd" in v:
+            return _unpack_array(v)
+        if "map" in v:
+            return {k: _unpack_value(x) for k, x in v["map"].items()}
+        raise CodecError("malformed record")
+    return v
+
+
+def encode_state(state: dict[str, Any]) -> bytes:
+    """Bytes of a flat state dict (learner state plus service extras)."""
+    body = {k: _pack_value(v) for k, v in state.items()}
+    return msgpack.packb({"format": STATE_FORMAT, "state": body}, use_bin_type=True)
+
+
+def decode_state(blob: bytes) -> dict[str, Any]:
+    try:
+        doc = msgpack.unpackb(blob, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CodecError(f"undecodable checkpoint: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+        raise CodecError("unknown checkpoint format")
+    return {k: _unpack_value(v) for k, v in doc["state"].items()}
+
+
+def encode_batch(y: np.ndarray, X: np.ndarray | None = None,
+                 csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> bytes:
+    """Bytes of an encoded batch: labels (±1 or 0/1 as int8) and dense rows or CSR."""
+    body: dict[str, Any] = {"format": BATCH_FORMAT, "y": _pack_array(np.asarray(y, np.int8))}
+    if X is not None:
+        body["X"] = _pack_array(np.asarray(X, np.float64))
+    else:
+        indptr, indices, values = csr
+        body["indptr"] = _pack_array(np.asarray(indptr, np.int64))
+        body["indices"] = _pack_array(np.asarray(indices, np.int64))
+        body["values"] = _pack_array(np.asarray(values, np.float64))
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def decode_batch(blob: bytes) -> tuple[np.ndarray, Any]:
+    """(labels, learner input) of an encoded batch."""
+    try:
+        doc = msgpack.unpackb(blob, raw=False)
+    except Exception as exc:
+        raise CodecError(f"undecodable log entry: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != BATCH_FORMAT:
+        raise CodecError("unknown log entry format")
+    y = _unpack_array(doc["y"])
+    if "X" in doc:
+        return y, _unpack_array(doc["X"])
+    return y, (_unpack_array(doc["indptr"]), _unpack_array(doc["indices"]),
+               _unpack_array(doc["values"]))

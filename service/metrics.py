@@ -1,0 +1,79 @@
+"""Every Prometheus metric the service exports, defined in one place.
+
+Per-model series carry a ``model`` label and are removed when the model is deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
+
+__all__ = ["Metrics"]
+
+# The *_created series double the exposition and nobody graphs them.
+disable_created_metrics()
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                    2.5, 5.0)
+
+
+class Metrics:
+    """The service's metric objects, on their own registry (one per app instance)."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.rolling_auc = Gauge(
+            "aucstream_rolling_auc", "Exact AUC of the model's prequential scores over its "
+            "rolling window (NaN while a class is missing from the window)", ["model"],
+            registry=r)
+        self.events_learned = Counter(
+            "aucstream_events_learned", "Events learned, by label", ["model", "label"],
+            registry=r)
+        self.duplicates = Counter(
+            "aucstream_duplicate_events", "Events skipped because their id was seen before",
+            ["model"], registry=r)
+        self.learn_latency = Histogram(
+            "aucstream_learn_latency_seconds", "POST /learn latency (validation to ack)",
+            ["model"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.score_latency = Histogram(
+            "aucstream_score_latency_seconds", "POST /score latency", ["model"],
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.errors = Counter(
+            "aucstream_request_errors", "Requests answered with an error, by reason",
+            ["reason"], registry=r)
+        self.buffer_fill = Gauge(
+            "aucstream_buffer_fill", "Rows held in the model's class buffer",
+            ["model", "label"], registry=r)
+        self.version = Gauge(
+            "aucstream_model_version", "Events applied to the model", ["model"], registry=r)
+        self.checkpoint_age = Gauge(
+            "aucstream_checkpoint_age_seconds", "Seconds since the model's last checkpoint",
+            ["model"], registry=r)
+        self.checkpoint_version = Gauge(
+            "aucstream_checkpoint_version", "Model version covered by the last checkpoint",
+            ["model"], registry=r)
+        self.log_entries = Gauge(
+            "aucstream_log_entries", "Entries in the model's durable log (since its last trim)",
+            ["model"], registry=r)
+        self.models = Gauge("aucstream_models", "Models hosted", registry=r)
+        self.store_up = Gauge(
+            "aucstream_store_up", "1 if the last store operation succeeded", registry=r)
+
+    def forget(self, model: str) -> None:
+        """Drop every series of a deleted model."""
+        for metric in (self.rolling_auc, self.learn_latency, self.score_latency, self.version,
+                       self.checkpoint_age, self.checkpoint_version, self.log_entries,
+                       self.duplicates):
+            with contextlib.suppress(KeyError):
+                metric.remove(model)
+        for label in ("negative", "positive"):
+            for metric in (self.events_learned, self.buffer_fill):
+                with contextlib.suppress(KeyError):
+                    metric.remove(model, label)

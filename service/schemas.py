@@ -1,0 +1,181 @@
+"""Wire format: request and response bodies, and the one error body."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
+
+__all__ = [
+    "CreateModelRequest",
+    "DenseFeatures",
+    "ErrorBody",
+    "Event",
+    "HashedFeatures",
+    "Item",
+    "LearnRequest",
+    "LearnResponse",
+    "ModelInfo",
+    "ModelList",
+    "ScoreRequest",
+    "ScoreResponse",
+]
+
+MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
+
+_Strict = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+Scalar = StrictStr | StrictBool | StrictInt | StrictFloat | None
+Features = dict[str, Scalar | dict[str, Scalar]]
+
+
+def _label(value: Any) -> int:
+    """±1 from 0/1, -1/+1 or true/false (one clear message for anything else)."""
+    if value is True or value is False:
+        return 1 if value else -1
+    if type(value) in (int, float) and value in (0, 1, -1):
+        return 1 if value == 1 else -1
+    raise ValueError("label must be 0 or 1, -1 or +1, or true/false")
+
+
+Label = Annotated[int, BeforeValidator(_label)]
+
+
+class DenseFeatures(BaseModel):
+    """Every item is a list of ``dim`` floats under ``x``."""
+
+    model_config = _Strict
+    kind: Literal["dense"]
+    dim: int = Field(ge=1, le=1 << 16)
+
+
+class HashedFeatures(BaseModel):
+    """Named features under ``features``, hashed into 2^bits dimensions."""
+
+    model_config = _Strict
+    kind: Literal["hashed"]
+    bits: int = Field(ge=1, le=22)
+
+
+FeatureSpec = Annotated[DenseFeatures | HashedFeatures, Field(discriminator="kind")]
+
+
+class CreateModelRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "ads",
+                    "learner": "cbr_diag_fifo",
+                    "params": {"C": 0.1},
+                    "features": {"kind": "hashed", "bits": 20},
+                }
+            ]
+        },
+    )
+    name: str = Field(pattern=MODEL_NAME, description="letters, digits, '_', '.', '-'")
+    learner: str = Field(description="one of GET /learners")
+    params: dict[str, Any] = Field(default_factory=dict, description="learner parameters")
+    features: FeatureSpec
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    standardize: bool = Field(
+        False, description="online standardisation (running mean/variance), dense only"
+    )
+    rolling_window: int | None = Field(
+        None, ge=1, le=1_000_000, description="events in the rolling AUC (default: server's)"
+    )
+
+
+class Event(BaseModel):
+    """A labelled event: ``x`` (dense) or ``features`` (hashed), a label and an optional id."""
+
+    model_config = _Strict
+    x: list[StrictFloat | StrictInt] | None = None
+    features: Features | None = None
+    label: Label = Field(description="0/1, -1/+1 or false/true; 1, +1, true = positive")
+    id: str | None = Field(None, min_length=1, max_length=256)
+
+
+class Item(BaseModel):
+    """A candidate to score: ``x`` or ``features``, as the model's events."""
+
+    model_config = _Strict
+    x: list[StrictFloat | StrictInt] | None = None
+    features: Features | None = None
+    id: str | None = Field(None, max_length=256)
+
+
+class LearnRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(pattern=MODEL_NAME)
+    events: list[Event] = Field(min_length=1)
+
+
+class LearnResponse(BaseModel):
+    accepted: int = Field(description="events learned by this request")
+    duplicates: int = Field(description="events skipped because their id was seen before")
+    version: int = Field(description="events applied to the model so far")
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(pattern=MODEL_NAME)
+    items: list[Item] = Field(min_length=1)
+    top_k: int | None = Field(None, ge=1, description="length of the ranking (default: all)")
+
+
+class ScoreResponse(BaseModel):
+    scores: list[float] = Field(description="one per item, in request order")
+    ranking: list[int] = Field(description="item indices, best first")
+    version: int = Field(description="model version that scored")
+
+
+class ClassCounts(BaseModel):
+    negative: int
+    positive: int
+
+
+class CheckpointInfo(BaseModel):
+    version: int
+    age_seconds: float
+
+
+class ModelInfo(BaseModel):
+    name: str
+    learner: str
+    params: dict[str, Any]
+    features: dict[str, Any]
+    seed: int
+    standardize: bool
+    created_at: float
+    version: int = Field(description="events applied")
+    events: ClassCounts
+    rolling_auc: float | None = Field(description="exact AUC over the last rolling_window events")
+    rolling_window: int
+    buffer_fill: ClassCounts | None
+    last_checkpoint: CheckpointInfo | None
+
+
+class ModelList(BaseModel):
+    models: list[ModelInfo]
+
+
+class ErrorDetail(BaseModel):
+    loc: list[str | int]
+    msg: str
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="a short reason code, e.g. validation_error, not_found")
+    message: str
+    details: list[ErrorDetail] = Field(default_factory=list)

@@ -1,0 +1,69 @@
+"""Service configuration: one settings class, read from ``AUCSTREAM_*`` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AUCSTREAM_", extra="ignore")
+
+    # Storage: Redis when a URL is given, else the embedded SQLite store in data_dir.
+    redis_url: str | None = Field(None, description="redis://host:port/db; unset = SQLite")
+    redis_prefix: str = Field("aucstream", description="prefix of every Redis key")
+    data_dir: Path = Field(Path("./data"), description="directory of the SQLite store")
+
+    # HTTP server (used by `aucstream serve`).
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    workers: int = Field(1, ge=1, le=64)
+
+    # Durability and recovery.
+    checkpoint_every: int = Field(10_000, ge=1, description="events between checkpoints")
+    checkpoint_interval: float = Field(30.0, gt=0, description="seconds between checkpoints")
+    dedup_window: int = Field(
+        100_000, ge=0, description="events whose ids are remembered for retries, at least"
+    )
+    sync_interval: float = Field(
+        1.0, gt=0, description="seconds between catching up with the log (other replicas)"
+    )
+
+    # Request limits.
+    max_events_per_request: int = Field(10_000, ge=1)
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="bytes")
+
+    # Auth: comma-separated bearer keys. Write keys may do everything; read keys may
+    # list, inspect and score. Unset = no auth.
+    api_keys: str | None = None
+    read_keys: str | None = None
+
+    # Observability.
+    rolling_auc_window: int = Field(1000, ge=1, description="default window of rolling AUC")
+    log_json: bool = False
+    log_level: str = "info"
+
+    def write_key_set(self) -> frozenset[str]:
+        return _keys(self.api_keys)
+
+    def read_key_set(self) -> frozenset[str]:
+        return _keys(self.read_keys)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.write_key_set() or self.read_key_set())
+
+
+def _keys(raw: str | None) -> frozenset[str]:
+    return frozenset(k.strip() for k in (raw or "").split(",") if k.strip())
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process's settings, read once (tests override the dependency)."""
+    return Settings()

@@ -1,0 +1,49 @@
+"""The durable log and checkpoints: Redis when a URL is given, else embedded SQLite.
+
+Redis and SQLite code lives here and nowhere else. Both stores implement
+:class:`~service.store.base.Store` and pass the one contract suite in ``tests/store``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service.store.base import (
+    AppendResult,
+    Checkpoint,
+    LogEntry,
+    ModelExists,
+    ModelNotFound,
+    Store,
+    StoreError,
+    StoreUnavailable,
+)
+from service.store.redis_store import RedisStore
+from service.store.sqlite_store import SqliteStore
+
+__all__ = [
+    "AppendResult",
+    "Checkpoint",
+    "LogEntry",
+    "ModelExists",
+    "ModelNotFound",
+    "RedisStore",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "open_store",
+]
+
+
+def open_store(redis_url: str | None, data_dir: str | Path, *, prefix: str = "aucstream") -> Store:
+    """The store the settings ask for.
+
+    ``redis_url`` set: a :class:`RedisStore` on it with keys under ``prefix`` (no network
+    call yet; :meth:`~Store.ping` checks the server). Unset or empty: a
+    :class:`SqliteStore` in ``<data_dir>/aucstream.sqlite3``, created with its directory
+    if missing (``prefix`` is not used: the file holds one service's models).
+    """
+    if redis_url:
+        return RedisStore.from_url(redis_url, prefix=prefix)
+    return SqliteStore.in_dir(data_dir)

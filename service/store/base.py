@@ -1,0 +1,181 @@
+"""The storage contract shared by the Redis store and the embedded SQLite store.
+
+The durable log is the source of truth. Per model a store keeps:
+
+- the model's configuration (a JSON-able dict, written once at creation);
+- the event log: entries appended in one total order, each an opaque payload (an
+  encoded batch of events) covering a contiguous range of event positions;
+- recent event ids, so that a retried event is not learned twice;
+- the latest checkpoint: an opaque learner-state blob and the position it covers.
+
+Positions count learned events: an entry covers positions ``start + 1 .. end`` and the
+model's *version* after applying it is ``end``. Events whose id was seen before are kept
+in the payload but listed in ``skip`` and do not take a position; the other events of a
+batch take the positions ``start + 1, start + 2, ...`` in batch order. A checkpoint at
+version ``v`` includes every entry with ``end <= v``; start-up loads it and replays the
+entries with ``end > v``.
+
+Every method raises :class:`StoreUnavailable` when the backend cannot be reached or
+fails, so the service can answer 503 instead of dropping a write. Every method that
+names a model raises :class:`ModelNotFound` when it does not exist. A model that is
+deleted and created again is a new model: its log starts again at position 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "AppendResult",
+    "Checkpoint",
+    "LogEntry",
+    "ModelExists",
+    "ModelNotFound",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "check_event_ids",
+    "check_name",
+    "check_position",
+]
+
+
+class StoreError(Exception):
+    """Base of the store's errors."""
+
+
+class StoreUnavailable(StoreError):
+    """The backend cannot be reached or failed; nothing was written.
+
+    For a write that was cut off in flight (the connection dropped after the request was
+    sent) the store cannot know whether it was applied: retry it with the same event ids.
+    """
+
+
+class ModelExists(StoreError):
+    """A model of that name exists already."""
+
+
+class ModelNotFound(StoreError):
+    """No model of that name."""
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One appended batch: events ``start + 1 .. end`` (``skip`` = duplicate indices)."""
+
+    start: int
+    end: int
+    payload: bytes
+    skip: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What an append did: the entry written (None if every event was a duplicate)."""
+
+    entry: LogEntry | None
+    duplicates: tuple[int, ...]
+    version: int  # the log's end position after this append
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A learner-state blob that includes every entry with ``end <= version``."""
+
+    version: int
+    blob: bytes
+    created_at: float  # unix seconds
+
+
+class Store(Protocol):
+    """What the service needs from a backend. Both implementations pass tests/store."""
+
+    def ping(self) -> None:
+        """Raise StoreUnavailable if the backend cannot be reached."""
+
+    def create_model(self, name: str, config: dict[str, Any]) -> None:
+        """Store a new model's config; raise ModelExists if the name is taken."""
+
+    def get_config(self, name: str) -> dict[str, Any]:
+        """The config given at creation; raise ModelNotFound."""
+
+    def list_models(self) -> list[str]:
+        """Names of all models, sorted."""
+
+    def delete_model(self, name: str) -> None:
+        """Remove config, log, ids and checkpoint; raise ModelNotFound."""
+
+    def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
+        """Append one batch atomically; ``event_ids`` has one entry per event (None = no id).
+
+        An id seen before for this model (within the dedup window, see :meth:`trim`), or
+        repeated earlier in the same batch, marks that event as a duplicate: it is listed
+        in ``skip`` and takes no position (the first occurrence wins). None never matches
+        anything. If every event is a duplicate (or the batch is empty) nothing is
+        appended and the result has ``entry=None`` and the unchanged version. Durable on
+        return. Raise ModelNotFound if the model does not exist.
+        """
+
+    def read_log(self, name: str, after: int, limit: int | None = None) -> list[LogEntry]:
+        """Entries with ``end > after`` in log order (at most ``limit``).
+
+        If the first entry returned has ``start > after`` the log was trimmed past
+        ``after``: the caller cannot continue from there and must load the checkpoint.
+        """
+
+    def log_bounds(self, name: str) -> tuple[int, int, int]:
+        """(number of entries, first retained entry's start, log end = latest version).
+
+        An empty log (new, or trimmed to the end) gives ``(0, end, end)``.
+        """
+
+    def save_checkpoint(self, name: str, version: int, blob: bytes) -> bool:
+        """Keep ``blob`` as the checkpoint if ``version`` is newer than the stored one.
+
+        Returns whether it was kept: checkpoints only move forward, an older or equal
+        version is ignored (False). Raise ValueError if ``version`` is negative or beyond
+        the log end. Durable on return.
+        """
+
+    def load_checkpoint(self, name: str) -> Checkpoint | None:
+        """The latest checkpoint, or None."""
+
+    def trim(self, name: str, upto: int, keep_ids: int) -> None:
+        """Drop entries with ``end <= upto`` and ids of events at positions ``<= upto - keep_ids``.
+
+        ``upto`` is first lowered to the stored checkpoint's version (nothing is trimmed
+        without a checkpoint), so a trim can never drop an event that no checkpoint
+        covers. The dedup window therefore always holds at least the ids of the
+        ``keep_ids`` events before the checkpoint and of every event after it.
+        """
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+def check_name(name: str) -> str:
+    """Reject what no store can hold as a model name: empty or with control characters."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a model name must be a non-empty string; got {name!r}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise ValueError(f"a model name must not contain control characters; got {name!r}")
+    return name
+
+
+def check_event_ids(event_ids: Sequence[str | None]) -> list[str | None]:
+    """The ids as a list, each a str or None (TypeError otherwise)."""
+    ids = list(event_ids)
+    for i, eid in enumerate(ids):
+        if eid is not None and not isinstance(eid, str):
+            raise TypeError(f"event id {i} must be a str or None; got {type(eid).__name__}")
+    return ids
+
+
+def check_position(value: int, what: str) -> int:
+    """A non-negative int (bool excluded), else ValueError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a non-negative int; got {value!r}")
+    return value

@@ -1,0 +1,390 @@
+"""The Redis store: per model a Stream as the event log, hashes and a sorted set beside it.
+
+Key layout (``P`` = prefix, ``N`` = model name; ``{N}`` is a hash tag, so a Redis Cluster
+keeps all of a model's keys in one slot and every script below touches one slot only)::
+
+    P:{N}:config   hash    json (the config), created_at
+    P:{N}:meta     hash    end (the log end = number of learned events)
+    P:{N}:log      stream  entry id "<end>-0"; fields p (payload), s (start), k (skip: "3,7")
+    P:{N}:ids      zset    event id -> position of that event (the dedup window)
+    P:{N}:ckpt     hash    version, blob, created_at
+    P:models       set     model names (an index; a model exists iff its config exists)
+
+Every write of a model is one Lua script: atomic, and durable on return when the server
+runs with ``appendonly yes`` and ``appendfsync always`` (Redis replies only after the
+fsync; deployments must set both). The scripts need Redis >= 7.0: their ``#!lua``
+shebang makes the server refuse a writing script up front when it is out of memory or a
+read-only replica, so a script never stops half-way through its writes.
+
+Errors of redis-py (connection refused or reset, timeouts, loading, READONLY, OOM, ...)
+become :class:`StoreUnavailable`. The client does not retry by itself (a retried append
+without ids could be learned twice); the pool reconnects on the next call once the
+server is back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn, cast
+
+import msgpack
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException
+from redis.retry import Retry
+
+from service.store.base import (
+    AppendResult,
+    Checkpoint,
+    LogEntry,
+    ModelExists,
+    ModelNotFound,
+    StoreUnavailable,
+    check_event_ids,
+    check_name,
+    check_position,
+)
+
+__all__ = ["RedisStore"]
+
+# KEYS: config, meta, log, ids, ckpt. ARGV: config json, created_at.
+_CREATE = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
+redis.call('HSET', KEYS[2], 'end', '0')
+return 1
+"""
+
+# KEYS: config, meta, log, ids, ckpt.
+_DELETE = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return 1
+"""
+
+# KEYS: config, meta, log, ids. ARGV: payload, msgpack array of the ids (false = no id).
+# Returns {-1} (no model), or {written 0/1, start, end, skip "i,j,..."}.
+_APPEND = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local ids = cmsgpack.unpack(ARGV[2])
+local known = {}
+local given = {}
+for i = 1, #ids do
+  if ids[i] then given[#given + 1] = ids[i] end
+end
+for j = 1, #given, 1000 do
+  local hi = math.min(j + 999, #given)
+  local scores = redis.call('ZMSCORE', KEYS[4], unpack(given, j, hi))
+  for k = 1, hi - j + 1 do
+    if scores[k] then known[given[j + k - 1]] = true end
+  end
+end
+local start = tonumber(redis.call('HGET', KEYS[2], 'end') or '0')
+local pos = start
+local skip = {}
+local new = {}
+for i = 1, #ids do
+  local id = ids[i]
+  if not id then
+    pos = pos + 1
+  elseif known[id] then
+    skip[#skip + 1] = i - 1
+  else
+    known[id] = true
+    pos = pos + 1
+    new[#new + 1] = pos
+    new[#new + 1] = id
+  end
+end
+local skipped = table.concat(skip, ',')
+if pos == start then return {0, start, start, skipped} end
+local e = string.format('%d', pos)
+redis.call('XADD', KEYS[3], e .. '-0', 'p', ARGV[1], 's', string.format('%d', start), 'k', skipped)
+for j = 1, #new, 1000 do
+  redis.call('ZADD', KEYS[4], unpack(new, j, math.min(j + 999, #new)))
+end
+redis.call('HSET', KEYS[2], 'end', e)
+return {1, start, pos, skipped}
+"""
+
+# KEYS: config, log. ARGV: first entry id, count ("" = all). Returns nil if no model.
+_READ_LOG = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if ARGV[2] == '' then return redis.call('XRANGE', KEYS[2], ARGV[1], '+') end
+if ARGV[2] == '0' then return {} end
+return redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])
+"""
+
+# KEYS: config, meta, log. Returns nil if no model, else {entries, first start, end}.
+_BOUNDS = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local e = tonumber(redis.call('HGET', KEYS[2], 'end') or '0')
+local n = redis.call('XLEN', KEYS[3])
+local first = e
+if n > 0 then
+  local f = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', 1)[1][2]
+  for i = 1, #f, 2 do
+    if f[i] == 's' then first = tonumber(f[i + 1]) end
+  end
+end
+return {n, first, e}
+"""
+
+# KEYS: config, meta, ckpt. ARGV: version, blob, created_at.
+# Returns -1 (no model), -2 (beyond the log end), 0 (not newer), 1 (saved).
+_SAVE_CKPT = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local v = tonumber(ARGV[1])
+if v > tonumber(redis.call('HGET', KEYS[2], 'end') or '0') then return -2 end
+local cur = redis.call('HGET', KEYS[3], 'version')
+if cur and tonumber(cur) >= v then return 0 end
+redis.call('HSET', KEYS[3], 'version', ARGV[1], 'blob', ARGV[2], 'created_at', ARGV[3])
+return 1
+"""
+
+# KEYS: config, ckpt. Returns nil if no model, {} if no checkpoint, else the 3 fields.
+_LOAD_CKPT = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local c = redis.call('HMGET', KEYS[2], 'version', 'blob', 'created_at')
+if not c[1] then return {} end
+return c
+"""
+
+# KEYS: config, log, ids, ckpt. ARGV: upto, keep_ids. Returns -1 if no model.
+_TRIM = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local cur = redis.call('HGET', KEYS[4], 'version')
+if not cur then return 0 end
+local upto = math.min(tonumber(ARGV[1]), tonumber(cur))
+redis.call('XTRIM', KEYS[2], 'MINID', string.format('%d-0', upto + 1))
+local drop = upto - tonumber(ARGV[2])
+if drop >= 1 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', drop))
+end
+return 1
+"""
+
+
+class RedisStore:
+    """The durable log in Redis (standalone, or a Cluster client: keys are hash-tagged).
+
+    Parameters
+    ----------
+    client : redis.Redis or redis.RedisCluster
+        Made with ``decode_responses=False`` (payloads and blobs are raw bytes); see
+        :meth:`from_url`, which also disables redis-py's own retries.
+    prefix : str
+        Prefix of every key.
+    """
+
+    def __init__(self, client: Any, *, prefix: str = "aucstream") -> None:
+        if not prefix or "{" in prefix or "}" in prefix:
+            raise ValueError(f"a Redis key prefix must be non-empty without braces; got {prefix!r}")
+        self._r = client
+        self._prefix = prefix
+        self._index = f"{prefix}:models"
+        self._where = _describe(client)
+        self._create = client.register_script(_CREATE)
+        self._delete = client.register_script(_DELETE)
+        self._append = client.register_script(_APPEND)
+        self._read_log = client.register_script(_READ_LOG)
+        self._bounds = client.register_script(_BOUNDS)
+        self._save_ckpt = client.register_script(_SAVE_CKPT)
+        self._load_ckpt = client.register_script(_LOAD_CKPT)
+        self._trim = client.register_script(_TRIM)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        prefix: str = "aucstream",
+        socket_timeout: float = 5.0,
+        connect_timeout: float = 2.0,
+    ) -> RedisStore:
+        """A store on ``redis://[:password@]host:port/db`` (or ``rediss://``, ``unix://``).
+
+        ``redis+cluster://host:port`` (or ``rediss+cluster://``) connects to a Redis
+        Cluster through that node.
+
+        The timeouts (seconds) may also be given in the URL's query, which wins:
+        ``redis://host:6379/0?socket_timeout=1&socket_connect_timeout=0.5``.
+        """
+        options: dict[str, Any] = {
+            "decode_responses": False,
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": connect_timeout,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        scheme, sep, rest = url.partition("://")
+        if sep and scheme in ("redis+cluster", "rediss+cluster"):
+            plain = f"{scheme.removesuffix('+cluster')}://{rest}"
+            try:  # a cluster client asks for the slot map at once
+                cluster = redis.RedisCluster.from_url(plain, **options)
+            except (redis.RedisError, RedisClusterException) as exc:
+                raise StoreUnavailable(
+                    f"Redis Cluster at {plain.rpartition('@')[2]} unavailable: {exc}"
+                ) from exc
+            return cls(cluster, prefix=prefix)
+        return cls(redis.Redis.from_url(url, **options), prefix=prefix)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self._where!r}, prefix={self._prefix!r})"
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _keys(self, name: str, *parts: str) -> list[str]:
+        base = f"{self._prefix}:{{{check_name(name)}}}:"
+        return [base + part for part in parts]
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise StoreUnavailable(
+                f"Redis at {self._where} unavailable ({what}): {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @staticmethod
+    def _not_found(name: str) -> NoReturn:
+        raise ModelNotFound(f"Model {name!r} not found")
+
+    # -- the Store protocol ----------------------------------------------------------
+
+    def ping(self) -> None:
+        with self._guard("ping"):
+            self._r.ping()
+
+    def create_model(self, name: str, config: dict[str, Any]) -> None:
+        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt")
+        text = json.dumps(config)
+        with self._guard("create_model"):
+            # Index first (and again after): a crash in between leaves a stale index
+            # entry, which list_models filters out, never a model missing from the index.
+            self._r.sadd(self._index, name)
+            if not self._create(keys=keys, args=[text, repr(time.time())]):
+                raise ModelExists(f"Model {name!r} exists already")
+            self._r.sadd(self._index, name)
+
+    def get_config(self, name: str) -> dict[str, Any]:
+        (config,) = self._keys(name, "config")
+        with self._guard("get_config"):
+            text = self._r.hget(config, "json")
+        if text is None:
+            self._not_found(name)
+        return cast(dict[str, Any], json.loads(text))
+
+    def list_models(self) -> list[str]:
+        with self._guard("list_models"):
+            names = sorted(n.decode() for n in self._r.smembers(self._index))
+            pipe = self._r.pipeline(transaction=False)
+            for n in names:
+                pipe.exists(self._keys(n, "config")[0])
+            alive = pipe.execute()
+        return [n for n, ok in zip(names, alive, strict=True) if ok]
+
+    def delete_model(self, name: str) -> None:
+        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt")
+        with self._guard("delete_model"):
+            if not self._delete(keys=keys):
+                self._not_found(name)
+            self._r.srem(self._index, name)
+            # A create of the same name may have raced between the two writes above.
+            if self._r.exists(keys[0]):
+                self._r.sadd(self._index, name)
+
+    def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
+        keys = self._keys(name, "config", "meta", "log", "ids")
+        ids = check_event_ids(event_ids)
+        data = bytes(payload)
+        packed = msgpack.packb([False if eid is None else eid for eid in ids])
+        with self._guard("append"):
+            res = self._append(keys=keys, args=[data, packed])
+        if res[0] == -1:
+            self._not_found(name)
+        written, start, end, skipped = res
+        skip = tuple(int(i) for i in skipped.split(b",")) if skipped else ()
+        if not written:
+            return AppendResult(entry=None, duplicates=skip, version=int(start))
+        entry = LogEntry(start=int(start), end=int(end), payload=data, skip=skip)
+        return AppendResult(entry=entry, duplicates=skip, version=int(end))
+
+    def read_log(self, name: str, after: int, limit: int | None = None) -> list[LogEntry]:
+        keys = self._keys(name, "config", "log")
+        after = check_position(after, "after")
+        count = "" if limit is None else str(check_position(limit, "limit"))
+        with self._guard("read_log"):
+            rows = self._read_log(keys=keys, args=[f"{after + 1}-0", count])
+        if rows is None:
+            self._not_found(name)
+        return [_entry(eid, fields) for eid, fields in rows]
+
+    def log_bounds(self, name: str) -> tuple[int, int, int]:
+        keys = self._keys(name, "config", "meta", "log")
+        with self._guard("log_bounds"):
+            res = self._bounds(keys=keys)
+        if res is None:
+            self._not_found(name)
+        n, first, end = res
+        return int(n), int(first), int(end)
+
+    def save_checkpoint(self, name: str, version: int, blob: bytes) -> bool:
+        keys = self._keys(name, "config", "meta", "ckpt")
+        version = check_position(version, "version")
+        with self._guard("save_checkpoint"):
+            res = self._save_ckpt(keys=keys, args=[version, bytes(blob), repr(time.time())])
+        if res == -1:
+            self._not_found(name)
+        if res == -2:
+            raise ValueError(f"checkpoint version {version} is beyond the log end of {name!r}")
+        return bool(res)
+
+    def load_checkpoint(self, name: str) -> Checkpoint | None:
+        keys = self._keys(name, "config", "ckpt")
+        with self._guard("load_checkpoint"):
+            res = self._load_ckpt(keys=keys)
+        if res is None:
+            self._not_found(name)
+        if not res:
+            return None
+        version, blob, created_at = res
+        return Checkpoint(version=int(version), blob=bytes(blob), created_at=float(created_at))
+
+    def trim(self, name: str, upto: int, keep_ids: int) -> None:
+        keys = self._keys(name, "config", "log", "ids", "ckpt")
+        upto = check_position(upto, "upto")
+        keep_ids = check_position(keep_ids, "keep_ids")
+        with self._guard("trim"):
+            res = self._trim(keys=keys, args=[upto, keep_ids])
+        if res == -1:
+            self._not_found(name)
+
+    def close(self) -> None:
+        self._r.close()
+
+
+def _entry(eid: bytes, fields: list[bytes]) -> LogEntry:
+    f = dict(zip(fields[::2], fields[1::2], strict=True))
+    skipped = f[b"k"]
+    return LogEntry(
+        start=int(f[b"s"]),
+        end=int(eid.split(b"-", 1)[0]),
+        payload=bytes(f[b"p"]),
+        skip=tuple(int(i) for i in skipped.split(b",")) if skipped else (),
+    )
+
+
+def _describe(client: Any) -> str:
+    """host:port (or the socket path) of a client, for error messages; never the password."""
+    if isinstance(client, redis.RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        return f"cluster {node.host}:{node.port}" if node is not None else "cluster"
+    kwargs = client.get_connection_kwargs() if hasattr(client, "get_connection_kwargs") else {}
+    if "path" in kwargs:
+        return f"unix:{kwargs['path']}"
+    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"

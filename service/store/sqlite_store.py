@@ -1,0 +1,395 @@
+"""The embedded store: one SQLite file, the same semantics as the Redis store.
+
+``<data_dir>/aucstream.sqlite3`` in WAL mode with ``synchronous=FULL``: a returned
+append or checkpoint is in the fsynced WAL, so neither a killed process nor a power cut
+loses it. Each write is one ``BEGIN IMMEDIATE`` transaction, which takes the database's
+single write lock up front (waiting up to the busy timeout), so threads of one process
+and several processes (uvicorn workers) can share the file; readers never block in WAL.
+
+Tables: ``models`` (a fresh integer id per creation, the config, the log end),
+``log`` (one row per entry), ``event_ids`` (id -> position: the dedup window) and
+``checkpoints``. Connections are pooled, one per concurrently running call. Writers
+take turns through a thread lock and an ``flock`` on ``<file>.lock`` before BEGIN
+IMMEDIATE (see :meth:`SqliteStore._writer`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+from service.store.base import (
+    AppendResult,
+    Checkpoint,
+    LogEntry,
+    ModelExists,
+    ModelNotFound,
+    StoreUnavailable,
+    check_event_ids,
+    check_name,
+    check_position,
+)
+
+__all__ = ["SqliteStore"]
+
+FILENAME = "aucstream.sqlite3"
+_SCHEMA_VERSION = 1
+_IN_CHUNK = 500  # ids per "IN (...)" lookup, well under SQLite's variable limit
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS models (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL UNIQUE,
+        config TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        log_end INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS log (
+        model INTEGER NOT NULL,
+        end_pos INTEGER NOT NULL,
+        start_pos INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        skip TEXT NOT NULL,
+        PRIMARY KEY (model, end_pos)
+    )""",
+    """CREATE TABLE IF NOT EXISTS event_ids (
+        model INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        pos INTEGER NOT NULL,
+        PRIMARY KEY (model, event_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS event_ids_pos ON event_ids (model, pos)",
+    """CREATE TABLE IF NOT EXISTS checkpoints (
+        model INTEGER PRIMARY KEY,
+        version INTEGER NOT NULL,
+        blob BLOB NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+)
+
+
+class SqliteStore:
+    """The durable log in one SQLite file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file; its directory is created if missing.
+    busy_timeout : float
+        Seconds a write waits for another writer's lock before StoreUnavailable.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout: float = 10.0) -> None:
+        self._path = Path(path)
+        self._timeout = busy_timeout
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._lock_fd: int | None = None
+        self._lock_pid = 0
+        self._idle: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+        self._closed = False
+        with self._guard("open"):
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with self._tx() as c:
+                (user_version,) = c.execute("PRAGMA user_version").fetchone()
+                if user_version > _SCHEMA_VERSION:
+                    raise StoreUnavailable(
+                        f"{self._path} has schema version {user_version}; this aucstream "
+                        f"knows {_SCHEMA_VERSION} (upgrade aucstream)"
+                    )
+                for stmt in _SCHEMA:
+                    c.execute(stmt)
+                c.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+
+    @classmethod
+    def in_dir(cls, data_dir: str | Path, *, busy_timeout: float = 10.0) -> SqliteStore:
+        """The store ``<data_dir>/aucstream.sqlite3``."""
+        return cls(Path(data_dir) / FILENAME, busy_timeout=busy_timeout)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self._path)!r})"
+
+    # -- connections and transactions -------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        c = sqlite3.connect(
+            self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            c.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            c.execute("PRAGMA journal_mode = WAL")
+            c.execute("PRAGMA synchronous = FULL")
+        except BaseException:
+            c.close()
+            raise
+        return c
+
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(f"SQLite store {self._path} is closed")
+            if self._pid != os.getpid():  # forked: the parent's connections are not ours
+                self._idle, self._pid = [], os.getpid()
+            c = self._idle.pop() if self._idle else None
+        if c is None:
+            c = self._connect()
+        broken = False
+        try:
+            yield c
+        except sqlite3.Error:
+            broken = True  # maybe (I/O error, ...): the next call opens a fresh connection
+            raise
+        finally:
+            with self._lock:
+                keep = not (broken or self._closed or c.in_transaction)
+                if keep:
+                    self._idle.append(c)
+            if not keep:
+                c.close()
+
+    @contextmanager
+    def _tx(self, mode: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
+        """One transaction: IMMEDIATE for writes (takes the write lock), DEFERRED to read."""
+        with self._conn() as c, self._writer() if mode == "IMMEDIATE" else nullcontext():
+            c.execute(f"BEGIN {mode}")
+            try:
+                yield c
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+
+    @contextmanager
+    def _writer(self) -> Iterator[None]:
+        """The write turn: first among this process's threads, then among processes.
+
+        SQLite's own busy handler polls with sleeps growing to 100 ms, so under steady
+        contention one writer can starve the others for seconds. A thread lock plus an
+        ``flock`` on ``<file>.lock`` (polled every few hundred microseconds, up to the busy
+        timeout) hands the turn over promptly; BEGIN IMMEDIATE then rarely waits.
+        """
+        deadline = time.monotonic() + self._timeout
+        if not self._write_lock.acquire(timeout=self._timeout):
+            raise self._locked("another thread of this process")
+        try:
+            if self._lock_fd is None or self._lock_pid != os.getpid():
+                # (after a fork the inherited descriptor would share the parent's lock)
+                self._lock_fd = os.open(f"{self._path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+                self._lock_pid = os.getpid()
+            fd = self._lock_fd
+            delay = 0.0001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise self._locked(f"another process (through {self._path}.lock)") from None
+                    time.sleep(delay)
+                    delay = min(2 * delay, 0.0005)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            self._write_lock.release()
+
+    def _locked(self, holder: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"SQLite store {self._path} is locked: {holder} kept writing for more than "
+            f"{self._timeout} s"
+        )
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(
+                f"SQLite store {self._path} failed ({what}): {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @staticmethod
+    def _model(c: sqlite3.Connection, name: str) -> tuple[int, int]:
+        row = c.execute("SELECT id, log_end FROM models WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            _not_found(name)
+        return int(row[0]), int(row[1])
+
+    # -- the Store protocol ----------------------------------------------------------
+
+    def ping(self) -> None:
+        with self._guard("ping"), self._conn() as c:
+            c.execute("SELECT 1").fetchone()
+
+    def create_model(self, name: str, config: dict[str, Any]) -> None:
+        check_name(name)
+        text = json.dumps(config)
+        with self._guard("create_model"), self._tx() as c:
+            cur = c.execute(
+                "INSERT INTO models (name, config, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name, text, time.time()),
+            )
+            if cur.rowcount == 0:
+                raise ModelExists(f"Model {name!r} exists already")
+
+    def get_config(self, name: str) -> dict[str, Any]:
+        check_name(name)
+        with self._guard("get_config"), self._conn() as c:
+            row = c.execute("SELECT config FROM models WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            _not_found(name)
+        return cast(dict[str, Any], json.loads(row[0]))
+
+    def list_models(self) -> list[str]:
+        with self._guard("list_models"), self._conn() as c:
+            rows = c.execute("SELECT name FROM models").fetchall()
+        return sorted(r[0] for r in rows)
+
+    def delete_model(self, name: str) -> None:
+        check_name(name)
+        with self._guard("delete_model"), self._tx() as c:
+            mid, _ = self._model(c, name)
+            for table in ("log", "event_ids", "checkpoints"):
+                c.execute(f"DELETE FROM {table} WHERE model = ?", (mid,))
+            c.execute("DELETE FROM models WHERE id = ?", (mid,))
+
+    def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
+        check_name(name)
+        ids = check_event_ids(event_ids)
+        data = bytes(payload)
+        distinct = list(dict.fromkeys(eid for eid in ids if eid is not None))
+        with self._guard("append"), self._tx() as c:
+            mid, start = self._model(c, name)
+            known: set[str] = set()
+            for i in range(0, len(distinct), _IN_CHUNK):
+                chunk = distinct[i : i + _IN_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                known.update(
+                    r[0]
+                    for r in c.execute(
+                        f"SELECT event_id FROM event_ids WHERE model = ? AND event_id IN ({marks})",
+                        (mid, *chunk),
+                    )
+                )
+            pos = start
+            skip: list[int] = []
+            new: list[tuple[int, str, int]] = []
+            for i, eid in enumerate(ids):
+                if eid is None:
+                    pos += 1
+                elif eid in known:
+                    skip.append(i)
+                else:
+                    known.add(eid)
+                    pos += 1
+                    new.append((mid, eid, pos))
+            if pos == start:
+                return AppendResult(entry=None, duplicates=tuple(skip), version=start)
+            c.execute(
+                "INSERT INTO log (model, end_pos, start_pos, payload, skip) VALUES (?, ?, ?, ?, ?)",
+                (mid, pos, start, data, ",".join(map(str, skip))),
+            )
+            c.executemany("INSERT INTO event_ids (model, event_id, pos) VALUES (?, ?, ?)", new)
+            c.execute("UPDATE models SET log_end = ? WHERE id = ?", (pos, mid))
+        entry = LogEntry(start=start, end=pos, payload=data, skip=tuple(skip))
+        return AppendResult(entry=entry, duplicates=entry.skip, version=pos)
+
+    def read_log(self, name: str, after: int, limit: int | None = None) -> list[LogEntry]:
+        check_name(name)
+        after = check_position(after, "after")
+        n = -1 if limit is None else check_position(limit, "limit")
+        with self._guard("read_log"), self._tx("DEFERRED") as c:
+            mid, _ = self._model(c, name)
+            rows = c.execute(
+                "SELECT start_pos, end_pos, payload, skip FROM log "
+                "WHERE model = ? AND end_pos > ? ORDER BY end_pos LIMIT ?",
+                (mid, after, n),
+            ).fetchall()
+        return [
+            LogEntry(
+                start=s, end=e, payload=bytes(p), skip=tuple(map(int, k.split(","))) if k else ()
+            )
+            for s, e, p, k in rows
+        ]
+
+    def log_bounds(self, name: str) -> tuple[int, int, int]:
+        check_name(name)
+        with self._guard("log_bounds"), self._tx("DEFERRED") as c:
+            mid, end = self._model(c, name)
+            n, first = c.execute(
+                "SELECT COUNT(*), MIN(start_pos) FROM log WHERE model = ?", (mid,)
+            ).fetchone()
+        return int(n), end if first is None else int(first), end
+
+    def save_checkpoint(self, name: str, version: int, blob: bytes) -> bool:
+        check_name(name)
+        version = check_position(version, "version")
+        data = bytes(blob)
+        with self._guard("save_checkpoint"), self._tx() as c:
+            mid, end = self._model(c, name)
+            if version > end:
+                raise ValueError(f"checkpoint version {version} is beyond the log end of {name!r}")
+            cur = c.execute(
+                "INSERT INTO checkpoints (model, version, blob, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (model) DO UPDATE SET version = excluded.version, "
+                "blob = excluded.blob, created_at = excluded.created_at "
+                "WHERE excluded.version > checkpoints.version",
+                (mid, version, data, time.time()),
+            )
+            return cur.rowcount > 0
+
+    def load_checkpoint(self, name: str) -> Checkpoint | None:
+        check_name(name)
+        with self._guard("load_checkpoint"), self._tx("DEFERRED") as c:
+            mid, _ = self._model(c, name)
+            row = c.execute(
+                "SELECT version, blob, created_at FROM checkpoints WHERE model = ?", (mid,)
+            ).fetchone()
+        if row is None:
+            return None
+        return Checkpoint(version=int(row[0]), blob=bytes(row[1]), created_at=float(row[2]))
+
+    def trim(self, name: str, upto: int, keep_ids: int) -> None:
+        check_name(name)
+        upto = check_position(upto, "upto")
+        keep_ids = check_position(keep_ids, "keep_ids")
+        with self._guard("trim"), self._tx() as c:
+            mid, _ = self._model(c, name)
+            row = c.execute("SELECT version FROM checkpoints WHERE model = ?", (mid,)).fetchone()
+            if row is None:
+                return
+            upto = min(upto, int(row[0]))
+            c.execute("DELETE FROM log WHERE model = ? AND end_pos <= ?", (mid, upto))
+            c.execute("DELETE FROM event_ids WHERE model = ? AND pos <= ?", (mid, upto - keep_ids))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+        with self._write_lock:
+            if self._lock_fd is not None and self._lock_pid == os.getpid():
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def _not_found(name: str) -> NoReturn:
+    raise ModelNotFound(f"Model {name!r} not found")
