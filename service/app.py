@@ -119,6 +119,13 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         return _error(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
 
+def _warm_up_quietly() -> None:
+    try:
+        warm_up()
+    except Exception:  # a warm-up failure must not stop the service
+        log.exception("warm-up failed")
+
+
 class _SyncLoop:
     """Background thread: recover models, then follow the store and checkpoint."""
 
@@ -144,10 +151,6 @@ class _SyncLoop:
                 self.host.metrics.store_up.set(0)
                 log.warning("store unavailable during recovery, retrying: %s", exc)
                 self._stop.wait(min(self.interval, 1.0))
-        try:
-            warm_up()
-        except Exception:  # a warm-up failure must not stop the service
-            log.exception("warm-up failed")
         while not self._stop.wait(self.interval):
             try:
                 self.host.sync_once()
@@ -160,18 +163,26 @@ class _SyncLoop:
 
 
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
-    """Build the app; ``settings`` default to the environment, ``store`` to its URL/dir."""
+    """Build the app; ``settings`` default to the environment.
+
+    Each lifespan (server start to stop) opens the store the settings name and closes it
+    at shutdown; a ``store`` passed in is used instead and left open (its owner closes it).
+    """
     settings = settings or get_settings()
     configure_logging(settings.log_json, settings.log_level)
     metrics = Metrics()
-    store = store or open_store(settings.redis_url, settings.data_dir,
-                                prefix=settings.redis_prefix)
-    host = ModelHost(store, settings, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own_store = store is None
+        opened = store or open_store(settings.redis_url, settings.data_dir,
+                                     prefix=settings.redis_prefix)
+        host = app.state.host = ModelHost(opened, settings, metrics)
         loop = _SyncLoop(host, settings.sync_interval)
         loop.start()
+        # Compiling (or loading from numba's cache) every learner's kernels takes a few
+        # seconds at most; it runs beside recovery and the sync loop, never in their way.
+        threading.Thread(target=_warm_up_quietly, name="aucstream-warmup", daemon=True).start()
         log.info("aucstream started (store: %s)", "redis" if settings.redis_url else
                  f"sqlite in {settings.data_dir}")
         try:
@@ -182,7 +193,8 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
                 host.checkpoint_all()
             except StoreUnavailable as exc:
                 log.warning("final checkpoint skipped, store unavailable: %s", exc)
-            store.close()
+            if own_store:
+                opened.close()
 
     app = FastAPI(
         title="aucstream",
@@ -191,7 +203,6 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.host = host
     app.include_router(router)
     _install_error_handlers(app, metrics)
 

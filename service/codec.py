@@ -17,8 +17,6 @@ __all__ = ["CodecError", "decode_batch", "decode_state", "encode_batch", "encode
 BATCH_FORMAT = 1
 STATE_FORMAT = 1
 
-_ALLOWED_DTYPES = {"<f8", "<f4", "<i8", "<i4", "<u8", "|i1", "|u1", "|b1", "<U"}
-
 
 class CodecError(ValueError):
     """A payload or checkpoint that cannot be decoded."""

@@ -235,8 +235,8 @@ class HostedModel:
             # notices the new generation and drops this one
             log.info("checkpoint of %s skipped: %s", self.name, exc)
             return
-        if saved:
-            store.trim(self.name, version, settings.dedup_window)
+        if saved and version > settings.log_retention:
+            store.trim(self.name, version - settings.log_retention, settings.dedup_window)
         self.checkpoint_version = version
         self.checkpoint_time = time.time()
 

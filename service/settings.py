@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     dedup_window: int = Field(
         100_000, ge=0, description="events whose ids are remembered for retries, at least"
     )
+    log_retention: int = Field(
+        0, ge=0, description="events of log kept behind the latest checkpoint (audit, replay)"
+    )
     sync_interval: float = Field(
         1.0, gt=0, description="seconds between catching up with the log (other replicas)"
     )

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Path, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 import models as learners
 
 from ..hosting import build_config
-from ..schemas import CreateModelRequest, ErrorBody, ModelInfo, ModelList
+from ..schemas import MODEL_NAME, CreateModelRequest, ErrorBody, ModelInfo, ModelList
 from .deps import HostDep, ReadAuth, SettingsDep, WriteAuth
 
 router = APIRouter(tags=["models"])
+
+ModelName = Annotated[str, Path(pattern=MODEL_NAME, description="the model's name")]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody},
@@ -45,7 +47,7 @@ async def list_models(host: HostDep) -> Any:
 
 @router.get("/models/{name}", response_model=ModelInfo, dependencies=[ReadAuth],
             responses=_ERRORS)
-async def get_model(name: str, host: HostDep) -> Any:
+async def get_model(name: ModelName, host: HostDep) -> Any:
     """One model: configuration, version (events applied), events seen by class, rolling
     AUC, buffer fill, last checkpoint."""
     model = await run_in_threadpool(host.get, name)
@@ -54,7 +56,7 @@ async def get_model(name: str, host: HostDep) -> Any:
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT,
                dependencies=[WriteAuth], responses=_ERRORS)
-async def delete_model(name: str, host: HostDep) -> Response:
+async def delete_model(name: ModelName, host: HostDep) -> Response:
     """Delete a model with its log and checkpoints."""
     await run_in_threadpool(host.delete, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
