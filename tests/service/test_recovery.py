@@ -51,7 +51,8 @@ def test_restart_recovers_the_identical_model(app_client, settings_for):
     a.post("/models", json=DENSE)
     events = dense_events(900)
     for i in range(0, 900, 100):
-        assert a.post("/learn", json={"model": "m", "events": events[i:i + 100]}).status_code == 200
+        r = a.post("/learn", json={"model": "m", "events": events[i:i + 100]})
+        assert r.status_code == 200
     _wait(lambda: (a.get("/models/m").json()["last_checkpoint"] or {}).get("version", 0) >= 250)
     probe = [{"x": e["x"]} for e in dense_events(40, seed=5)]
     before = a.post("/score", json={"model": "m", "items": probe}).json()
@@ -113,7 +114,8 @@ def test_a_replica_follows_the_log_of_another(app_client):
 def test_redis_outage_gives_503_on_learn_and_scores_go_on(app_client, settings_for, own_redis):
     client = app_client(redis_url=own_redis.url)
     client.post("/models", json=DENSE)
-    assert client.post("/learn", json={"model": "m", "events": dense_events(100)}).status_code == 200
+    r = client.post("/learn", json={"model": "m", "events": dense_events(100)})
+    assert r.status_code == 200
     probe = [{"x": e["x"]} for e in dense_events(10, seed=3)]
     scores = client.post("/score", json={"model": "m", "items": probe}).json()
     own_redis.stop()
