@@ -149,3 +149,53 @@ def test_kill9_mid_stream_loses_no_acknowledged_event(own_redis, tmp_path):
         assert np.array_equal(np.array(resp["scores"]), ref.score(probe))
     finally:
         server.stop()
+
+
+def test_redis_restart_under_load_loses_nothing(own_redis, tmp_path):
+    """Clients retry 503s with the same ids; Redis is killed and restarted mid-stream."""
+    server = Server(own_redis.url, tmp_path, "restart")
+    server.start()
+    try:
+        r = httpx.post(f"{server.url}/models", json={
+            "name": "m", "learner": "solam", "features": {"kind": "dense", "dim": 5}})
+        assert r.status_code == 201, r.text
+        n_clients, n_batches = 4, 25
+        statuses: list[int] = []
+        progress = [0] * n_clients
+
+        def client(c: int) -> None:
+            with httpx.Client(base_url=server.url, timeout=10) as http:
+                for b in range(n_batches):
+                    batch = dense_events(BATCH, seed=50 * c + b, start=(c * 100 + b) * BATCH)
+                    while True:  # retry until acknowledged: same ids, so never twice
+                        try:
+                            resp = http.post("/learn", json={"model": "m", "events": batch})
+                            statuses.append(resp.status_code)
+                            if resp.status_code == 200:
+                                break
+                            assert resp.status_code == 503, resp.text
+                        except httpx.HTTPError:
+                            statuses.append(0)
+                        time.sleep(0.02)
+                    progress[c] = b + 1
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(n_clients)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while sum(progress) < n_clients * n_batches // 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        own_redis.stop(kill=True)  # a Redis crash; AOF with appendfsync always
+        time.sleep(0.5)
+        own_redis.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert statuses.count(503) > 0, "the outage was not seen"
+        total = n_clients * n_batches * BATCH
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{server.url}/models/m").json()["version"] != total:
+            assert time.monotonic() < deadline, httpx.get(f"{server.url}/models/m").json()
+            time.sleep(0.05)
+    finally:
+        server.stop()
