@@ -42,14 +42,19 @@ def scw_sqrt_u(alpha, v, phi):
 @njit(cache=True, nogil=True)
 def _full_step(mu, sigma, z, s, y, C, phi, psi, zeta, step_scale, min_var):
     d = z.shape[0]
+    # s = Σz column by column (Σ is exactly symmetric, so row j is column j): each s_i
+    # still sums Σ_ij z_j for j = 0, 1, … in order, but the inner loop runs along a row
+    # and vectorises, where a dot product per row could not.
+    for i in range(d):
+        s[i] = 0.0
+    for j in range(d):
+        zj = z[j]
+        for i in range(d):
+            s[i] += sigma[j, i] * zj
     v = 0.0
     m = 0.0
     for i in range(d):
-        acc = 0.0
-        for j in range(d):
-            acc += sigma[i, j] * z[j]
-        s[i] = acc
-        v += z[i] * acc
+        v += z[i] * s[i]
         m += mu[i] * z[i]
     if v <= min_var:
         return 0

@@ -312,7 +312,7 @@ def gra_learn_dense(X, y, w, buf, order, n_seen, rng, policy, C, prior):
     """
     n, d = X.shape
     cap = buf.shape[1]
-    viol = np.zeros(cap, np.bool_)
+    viol = np.empty(cap, np.int64)  # slots of the violators, oldest first
     bt = _feature_major(buf, n_seen, n)
     part = np.empty((4, cap))
     s_b = np.empty(cap)
@@ -332,17 +332,17 @@ def gra_learn_dense(X, y, w, buf, order, n_seen, rng, policy, C, prior):
         _slot_margins(w, buf, bt, opp, size, part, s_b)
         count = 0
         for k in range(size):
-            viol[k] = y[t] * (s_t - s_b[order[opp, k]]) <= 1.0
-            if viol[k]:
+            b = order[opp, k]
+            if y[t] * (s_t - s_b[b]) <= 1.0:
+                viol[count] = b
                 count += 1
         if count == 0:
             continue
         a = 0.5 * oam_c_t(C, n_seen[opp], cap) * y[t]
-        for k in range(size):
-            if viol[k]:
-                b = order[opp, k]
-                for i in range(d):
-                    w[i] -= a * buf[opp, b, i]
+        for q in range(count):
+            b = viol[q]
+            for i in range(d):
+                w[i] -= a * buf[opp, b, i]
         ac = a * count
         for i in range(d):
             w[i] += ac * X[t, i]
@@ -404,7 +404,7 @@ def ogd_learn(Z, y, w, buf, order, n_seen, rng, policy, eta, prior):
     """
     n, D = Z.shape
     cap = buf.shape[1]
-    viol = np.zeros(cap, np.bool_)
+    viol = np.empty(cap, np.int64)  # slots of the violators, oldest first
     bt = _feature_major(buf, n_seen, n)
     part = np.empty((4, cap))
     s_b = np.empty(cap)
@@ -424,17 +424,17 @@ def ogd_learn(Z, y, w, buf, order, n_seen, rng, policy, eta, prior):
         _slot_margins(w, buf, bt, opp, size, part, s_b)
         count = 0
         for k in range(size):
-            viol[k] = y[t] * (s_t - s_b[order[opp, k]]) < 1.0
-            if viol[k]:
+            b = order[opp, k]
+            if y[t] * (s_t - s_b[b]) < 1.0:
+                viol[count] = b
                 count += 1
         if count == 0:
             continue
         a = eta / (2.0 * size) * y[t]
-        for k in range(size):
-            if viol[k]:
-                b = order[opp, k]
-                for i in range(D):
-                    w[i] -= a * buf[opp, b, i]
+        for q in range(count):
+            b = viol[q]
+            for i in range(D):
+                w[i] -= a * buf[opp, b, i]
         ac = a * count
         for i in range(D):
             w[i] += ac * Z[t, i]

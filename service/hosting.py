@@ -107,8 +107,9 @@ def build_config(name: str, learner: str, params: dict[str, Any], features: dict
 class HostedModel:
     """A learner with its encoder, optional scaler, rolling AUC and applier."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], snapshot_interval: float = 0.0) -> None:
         self.config = config
+        self.snapshot_interval = snapshot_interval
         self.name: str = config["name"]
         self.uid: str = config["uid"]
         self.encoder = FeatureEncoder(config["features"])
@@ -123,12 +124,42 @@ class HostedModel:
         self.checkpoint_attempt = time.monotonic()
         self.lock = threading.Lock()
         self._pending: dict[int, tuple[LogEntry, tuple[np.ndarray, Any]]] = {}
-        self.snapshot = self._make_snapshot()
+        self._snapshot = self._make_snapshot()
 
     # ------------------------------------------------------------------ scoring
     def _make_snapshot(self) -> Snapshot:
         scaler = self.scaler.copy() if self.scaler is not None else None
+        self._published_at = time.monotonic()
         return Snapshot(self.version, self.learner.snapshot(), scaler)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The latest published snapshot, refreshed first if it is behind and the applier
+        is idle; scoring never waits for a batch being applied."""
+        snap = self._snapshot
+        if snap.version != self.version and self.lock.acquire(blocking=False):
+            try:
+                if self._snapshot.version != self.version:
+                    self._snapshot = self._make_snapshot()
+                snap = self._snapshot
+            finally:
+                self.lock.release()
+        return snap
+
+    def _publish(self, force: bool = False) -> None:
+        """Publish a snapshot after applying (caller holds the lock). Copies are throttled
+        to one per ``snapshot_interval``: copying a 2^20-dimension model after every
+        500-event batch would cost as much as learning it."""
+        if self._snapshot.version == self.version:
+            return
+        if force or time.monotonic() - self._published_at >= self.snapshot_interval:
+            self._snapshot = self._make_snapshot()
+
+    def publish_if_stale(self) -> None:
+        """Called by the sync loop so that a burst's last batch is published promptly."""
+        if self._snapshot.version != self.version:
+            with self.lock:
+                self._publish(force=True)
 
     # ------------------------------------------------------------------ applying
     def remember(self, entry: LogEntry, batch: tuple[np.ndarray, Any]) -> None:
@@ -158,7 +189,7 @@ class HostedModel:
             for start in [s for s in self._pending if s < self.version]:
                 del self._pending[start]
             if self.version != before:
-                self.snapshot = self._make_snapshot()
+                self._publish()
 
     def _apply(self, entry: LogEntry, batch: tuple[np.ndarray, Any], metrics: Metrics | None):
         if entry.start != self.version:
@@ -213,7 +244,7 @@ class HostedModel:
         self.checkpoint_version = version
         self.checkpoint_time = created_at
         self._pending = {s: p for s, p in self._pending.items() if s >= version}
-        self.snapshot = self._make_snapshot()
+        self._snapshot = self._make_snapshot()
 
     def checkpoint_due(self, settings: Settings, now: float) -> bool:
         if self.version <= self.checkpoint_version:
@@ -326,7 +357,7 @@ class ModelHost:
     def create(self, config: dict[str, Any]) -> HostedModel:
         with self._lock:
             self.store.create_model(config["name"], config)
-            model = HostedModel(config)
+            model = HostedModel(config, self.settings.snapshot_interval)
             self._models[model.name] = model
             self.metrics.models.set(len(self._models))
             model.export(self.metrics)
@@ -341,7 +372,7 @@ class ModelHost:
 
     def _load(self, config: dict[str, Any]) -> HostedModel:
         """Build a model from its config, its checkpoint and the log tail (caller locks)."""
-        model = HostedModel(config)
+        model = HostedModel(config, self.settings.snapshot_interval)
         cp = self.store.load_checkpoint(model.name)
         if cp is not None:
             try:
@@ -408,6 +439,7 @@ class ModelHost:
             model.catch_up(self.store, None, self.metrics)
         now = time.monotonic()
         for model in list(self._models.values()):
+            model.publish_if_stale()
             if model.checkpoint_due(self.settings, now):
                 model.checkpoint(self.store, self.settings)
             n_entries, _, _ = self.store.log_bounds(model.name)

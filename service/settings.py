@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     sync_interval: float = Field(
         1.0, gt=0, description="seconds between catching up with the log (other replicas)"
     )
+    snapshot_interval: float = Field(
+        0.05, ge=0, description="seconds between scoring-snapshot copies under load"
+    )
 
     # Request limits.
     max_events_per_request: int = Field(10_000, ge=1)
