@@ -25,7 +25,7 @@ from numba import njit
 
 from ._buffers import admit, write_sparse_row
 from ._features import rbf
-from ._kernels import dense_dot, sparse_dot
+from ._kernels import dense_dot, dot4 as _dot, sparse_dot
 
 # Shortest batch for which the dense margin kernels build the feature-major buffer copy.
 FEATURE_MAJOR_MIN_EVENTS = 8
@@ -36,28 +36,6 @@ def oam_c_t(C, n_opp, cap):
     """C_t = C·max(1, N_opp/capacity): a buffered row stands for N_opp/capacity events."""
     ratio = n_opp / cap
     return C * ratio if ratio > 1.0 else C
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _dot(a, b):
-    """aᵀb for 1-D rows with four interleaved partial sums (a fixed order, so the same
-    bits on every call; independent chains let the CPU overlap the additions)."""
-    n = a.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += a[i] * b[i]
-        s1 += a[i + 1] * b[i + 1]
-        s2 += a[i + 2] * b[i + 2]
-        s3 += a[i + 3] * b[i + 3]
-        i += 4
-    while i < n:
-        s0 += a[i] * b[i]
-        i += 1
-    return (s0 + s1) + (s2 + s3)
 
 
 @njit(cache=True, nogil=True)

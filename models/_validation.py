@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from . import _sparse
 
@@ -178,6 +179,29 @@ def check_matrix(learner: str, X: Any, n_features: int, accept_sparse: bool) -> 
     return Batch(n=A.shape[0], dense=np.ascontiguousarray(A))
 
 
+# One pass in numba: label checks run on every learn call, and the numpy version cost
+# a sixth of a fast learner's time on a 500-row batch.
+@njit(cache=True, nogil=True)
+def _labels_pm1(a, out):
+    """±1 labels into ``out``; returns -1 if fine, -2 if 0 and -1 are mixed, else the
+    index of the first label outside {0, 1, -1}."""
+    has_zero = False
+    has_neg = False
+    for i in range(a.shape[0]):
+        v = a[i]
+        if v == 1.0:
+            out[i] = 1.0
+        elif v == 0.0:
+            out[i] = -1.0
+            has_zero = True
+        elif v == -1.0:
+            out[i] = -1.0
+            has_neg = True
+        else:
+            return i
+    return -2 if has_zero and has_neg else -1
+
+
 def _check_csr(learner: str, X: Any, n_features: int) -> Batch:
     if isinstance(X, tuple):
         indptr, indices, values = X
@@ -230,16 +254,15 @@ def check_labels(learner: str, y: Any, n: int) -> np.ndarray:
         return np.where(a, 1.0, -1.0)
     if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
         raise ValueError(f"{learner}: labels must be numbers in {{0, 1}} or {{-1, +1}}.")
-    af = a.astype(np.float64)
-    ok = (af == 0) | (af == 1) | (af == -1)
-    if not ok.all():
-        first = int(np.argmax(~ok))
+    out = np.empty(n)
+    first = _labels_pm1(np.ascontiguousarray(a, dtype=np.float64), out)
+    if first == -2:
+        raise ValueError(
+            f"{learner}: labels mix 0 and -1; use {{0, 1}} or {{-1, +1}}, not both."
+        )
+    if first >= 0:
         raise ValueError(
             f"{learner}: labels must be in {{0, 1}} or {{-1, +1}}; got {a[first]!r} at "
             f"row {first}."
         )
-    if (af == 0).any() and (af == -1).any():
-        raise ValueError(
-            f"{learner}: labels mix 0 and -1; use {{0, 1}} or {{-1, +1}}, not both."
-        )
-    return np.where(af == 1, 1.0, -1.0)
+    return out
