@@ -25,7 +25,8 @@ from numba import njit
 
 from ._buffers import admit, write_sparse_row
 from ._features import rbf
-from ._kernels import dense_dot, dot4 as _dot, sparse_dot
+from ._kernels import dense_dot, sparse_dot
+from ._kernels import dot4 as _dot
 
 # Shortest batch for which the dense margin kernels build the feature-major buffer copy.
 FEATURE_MAJOR_MIN_EVENTS = 8
