@@ -64,7 +64,7 @@ class FeatureEncoder:
             self.bits = int(spec["bits"])
             self.n_features = 1 << self.bits
             self._mask = self.n_features - 1
-            self._cache: dict[tuple[str, str], int] = {}
+            self._cache: dict[tuple[str, str, str | None], int] = {}
             self._ns_seed: dict[str, int] = {"": 0}
 
     def encode(self, items: Sequence[Any], field: str = "events") -> EncodedBatch:
@@ -92,67 +92,72 @@ class FeatureEncoder:
         return EncodedBatch(n=n, X=X)
 
     # ------------------------------------------------------------------ hashed
+    # This loop runs once per named feature of every request, so it is written for speed:
+    # exact type tests instead of isinstance, and a cache keyed by (namespace, name,
+    # string value or None) so that a known feature costs one dict lookup.
     def _hashed(self, items: Sequence[Any], field: str) -> EncodedBatch:
-        keys: list[tuple[str, str]] = []
+        cache_get = self._cache.get
+        indices: list[int] = []
         vals: list[float] = []
+        add_index = indices.append
+        add_value = vals.append
+        missing: dict[tuple[str, str, str | None], list[int]] = {}
         indptr = np.zeros(len(items) + 1, np.int64)
         for i, item in enumerate(items):
             feats = _get(item, "features")
-            if feats is None:
+            if type(feats) is not dict:
                 raise EncodingError(
                     (field, i, "features"), "this model takes named 'features' (hashed)"
                 )
             for name, value in feats.items():
-                if isinstance(value, Mapping):
+                if type(value) is str:  # the common case, inline
+                    key = ("", name, value)
+                    val = 1.0
+                elif type(value) is dict:
                     for sub, v in value.items():
-                        self._emit(name, sub, v, keys, vals, (field, i, "features", name, sub))
+                        if type(v) is str:
+                            key = (name, sub, v)
+                            val = 1.0
+                        else:
+                            key, val = _key(name, sub, v, (field, i, "features", name, sub))
+                            if key is None:
+                                continue
+                        idx = cache_get(key)
+                        if idx is None:
+                            missing.setdefault(key, []).append(len(indices))
+                            idx = -1  # filled in once the batch's new features are hashed
+                        add_index(idx)
+                        add_value(val)
+                    continue
                 else:
-                    self._emit("", name, value, keys, vals, (field, i, "features", name))
-            indptr[i + 1] = len(keys)
-        indices = self._indices(keys)
-        return EncodedBatch(n=len(items), indptr=indptr, indices=indices,
+                    key, val = _key("", name, value, (field, i, "features", name))
+                    if key is None:
+                        continue
+                idx = cache_get(key)
+                if idx is None:
+                    missing.setdefault(key, []).append(len(indices))
+                    idx = -1
+                add_index(idx)
+                add_value(val)
+            indptr[i + 1] = len(indices)
+        out = np.asarray(indices, dtype=np.int64)
+        if missing:
+            self._hash_missing(missing, out)
+        return EncodedBatch(n=len(items), indptr=indptr, indices=out,
                             values=np.asarray(vals, dtype=np.float64))
 
-    @staticmethod
-    def _emit(ns: str, name: str, value: Any, keys: list, vals: list, loc: tuple) -> None:
-        if value is None or value is False:
-            return
-        if value is True:
-            keys.append((ns, name))
-            vals.append(1.0)
-        elif isinstance(value, str):
-            keys.append((ns, f"{name}={value}"))
-            vals.append(1.0)
-        elif isinstance(value, int | float):
-            v = float(value)
-            if not math.isfinite(v):
-                raise EncodingError(loc, "values must be finite numbers")
-            keys.append((ns, name))
-            vals.append(v)
-        else:
-            raise EncodingError(loc, "values must be strings, numbers, booleans or null")
-
-    def _indices(self, keys: list[tuple[str, str]]) -> np.ndarray:
-        cache = self._cache
-        out = np.empty(len(keys), np.int64)
-        missing: dict[tuple[str, str], list[int]] = {}
-        for j, key in enumerate(keys):
-            idx = cache.get(key)
-            if idx is None:
-                missing.setdefault(key, []).append(j)
-            else:
-                out[j] = idx
-        if missing:
-            todo = list(missing)
-            seeds = np.array([self._seed(ns) for ns, _ in todo], np.uint32)
-            hashes = murmur3_32_many([k.encode() for _, k in todo], seeds)
-            if len(cache) + len(todo) > _CACHE_LIMIT:
-                cache.clear()
-            for key, h in zip(todo, hashes, strict=True):
-                idx = int(h) & self._mask
-                cache[key] = idx
-                out[missing[key]] = idx
-        return out
+    def _hash_missing(self, missing: dict, out: np.ndarray) -> None:
+        todo = list(missing)
+        seeds = np.array([self._seed(ns) for ns, _, _ in todo], np.uint32)
+        texts = [(name if value is None else f"{name}={value}").encode()
+                 for _, name, value in todo]
+        hashes = murmur3_32_many(texts, seeds)
+        if len(self._cache) + len(todo) > _CACHE_LIMIT:
+            self._cache.clear()
+        for key, h in zip(todo, hashes, strict=True):
+            idx = int(h) & self._mask
+            self._cache[key] = idx
+            out[missing[key]] = idx
 
     def _seed(self, ns: str) -> int:
         seed = self._ns_seed.get(ns)
@@ -161,7 +166,28 @@ class FeatureEncoder:
         return seed
 
 
+def _key(ns: str, name: str, value: Any, loc: tuple) -> tuple[Any, float]:
+    """(cache key, value) of one named feature, or (None, 0) if it is absent."""
+    t = type(value)
+    if t is str:
+        return (ns, name, value), 1.0
+    if t is float:
+        if not math.isfinite(value):
+            raise EncodingError(loc, "values must be finite numbers")
+        return (ns, name, None), value
+    if value is True:
+        return (ns, name, None), 1.0
+    if value is None or value is False:
+        return None, 0.0
+    if t is int:
+        try:
+            return (ns, name, None), float(value)
+        except OverflowError:
+            raise EncodingError(loc, "values must be finite numbers") from None
+    raise EncodingError(loc, "values must be strings, numbers, booleans or null")
+
+
 def _get(item: Any, name: str) -> Any:
-    if isinstance(item, Mapping):
+    if type(item) is dict:
         return item.get(name)
     return getattr(item, name, None)
