@@ -345,6 +345,13 @@ class ModelHost:
                 model = self._load(self.store.get_config(name))
             return model
 
+    def find(self, name: str) -> HostedModel | None:
+        """The model, or None if there is no such model."""
+        try:
+            return self.get(name)
+        except ModelNotFound:
+            return None
+
     def names(self) -> list[str]:
         return sorted(self._models)
 

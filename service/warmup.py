@@ -14,6 +14,7 @@ import numpy as np
 import models
 from models._sparse import dense_to_csr
 
+from . import fastjson
 from .encoding import FeatureEncoder
 
 __all__ = ["warm_up"]
@@ -44,6 +45,13 @@ def warm_up(names: list[str] | None = None) -> float:
     rolling.update(X[:, 0], y)
     models.RollingAUC.from_state(rolling.get_state())
     FeatureEncoder({"kind": "hashed", "bits": 8}).encode([{"features": {"a": "b", "c": 1.0}}])
+    hashed = b'{"model": "w", "events": [{"features": {"a": "b", "n": {"c": 1.5}}, "label": 1}]}'
+    dense = b'{"model": "w", "events": [{"x": [1.0, 2], "label": 0, "id": "e"}]}'
+    fastjson.model_name(hashed)
+    fastjson.parse_learn(hashed, {"kind": "hashed", "bits": 8}, 10)
+    fastjson.parse_learn(dense, {"kind": "dense", "dim": 2}, 10)
+    fastjson.parse_score(b'{"model": "w", "items": [{"x": [1, 2]}], "top_k": 1}',
+                         {"kind": "dense", "dim": 2}, 10)
     elapsed = time.monotonic() - started
     log.info("kernels ready in %.1fs", elapsed)
     return elapsed

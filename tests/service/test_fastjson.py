@@ -1,0 +1,138 @@
+"""The numba fast path for /learn and /score bodies against the regular pydantic path.
+
+For any body, the fast path either gives up (None) or yields exactly what the regular
+path yields: same indices, same values to the bit, same labels and ids.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service import fastjson
+from service.encoding import FeatureEncoder
+from service.schemas import LearnRequest, ScoreRequest
+
+HASHED = {"kind": "hashed", "bits": 16}
+DENSE = {"kind": "dense", "dim": 3}
+
+names = st.text(st.sampled_from("abcdé_xyz0"), min_size=1, max_size=4)
+numbers = st.one_of(
+    st.integers(-10**20, 10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0, -0.0, 0.5, 1e-30, 123456789.123, 2**53, 2**53 + 1, 1e22, 1e23]),
+)
+scalars = st.one_of(st.text(max_size=6), numbers, st.booleans(), st.none())
+features = st.dictionaries(names, st.one_of(scalars, st.dictionaries(names, scalars, max_size=3)),
+                          max_size=6)
+labels = st.sampled_from([0, 1, -1, True, False, 1.0, 0.0, -1.0])
+ids = st.one_of(st.none(), st.text(st.sampled_from("ab-9é"), min_size=1, max_size=8))
+
+
+def _same(fast, batch, y, idlist):
+    assert fast.batch.n == batch.n
+    if batch.X is not None:
+        assert fast.batch.X.tobytes() == batch.X.tobytes()
+    else:
+        assert np.array_equal(fast.batch.indptr, batch.indptr)
+        assert np.array_equal(fast.batch.indices, batch.indices)
+        assert fast.batch.values.tobytes() == batch.values.tobytes()
+    if y is not None:
+        assert np.array_equal(fast.labels, y)
+    assert fast.ids == idlist
+
+
+def _slow_learn(body: bytes, spec):
+    req = LearnRequest.model_validate_json(body)
+    batch = FeatureEncoder(spec).encode(req.events)
+    y = np.array([e.label for e in req.events], np.int8)
+    return req, batch, y, [e.id for e in req.events]
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=st.lists(st.fixed_dictionaries({"features": features, "label": labels},
+                                             optional={"id": ids}), min_size=1, max_size=5),
+       indent=st.sampled_from([None, 1]))
+def test_hashed_learn_bodies(events, indent):
+    body = json.dumps({"model": "m", "events": events}, indent=indent).encode()
+    fast = fastjson.parse_learn(body, HASHED, 100)
+    try:
+        req, batch, y, idlist = _slow_learn(body, HASHED)
+    except Exception:
+        assert fast is None  # invalid for the regular path: the fast path gave up
+        return
+    if fast is not None:
+        assert fast.model == req.model
+        _same(fast, batch, y, idlist)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.lists(numbers, min_size=2, max_size=4), min_size=1, max_size=4),
+       labels_=st.lists(labels, min_size=4, max_size=4))
+def test_dense_learn_bodies(rows, labels_):
+    events = [{"x": r, "label": labels_[i]} for i, r in enumerate(rows)]
+    body = json.dumps({"events": events, "model": "m"}).encode()
+    fast = fastjson.parse_learn(body, DENSE, 100)
+    try:
+        _, batch, y, idlist = _slow_learn(body, DENSE)
+    except Exception:
+        assert fast is None
+        return
+    if fast is not None:
+        _same(fast, batch, y, idlist)
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=st.lists(st.fixed_dictionaries({"features": features}), min_size=1, max_size=4),
+       top_k=st.one_of(st.none(), st.integers(-1, 5)))
+def test_score_bodies(items, top_k):
+    body = json.dumps({"model": "m", "items": items, "top_k": top_k}).encode()
+    fast = fastjson.parse_score(body, HASHED, 100)
+    try:
+        req = ScoreRequest.model_validate_json(body)
+        batch = FeatureEncoder(HASHED).encode(req.items, field="items")
+    except Exception:
+        assert fast is None
+        return
+    if fast is not None:
+        assert fast.top_k == req.top_k
+        _same(fast, batch, None, [it.id for it in req.items])
+
+
+def test_ordinary_bodies_take_the_fast_path():
+    from loadtest.feed import AdClickFeed, DenseFeed
+
+    body = json.dumps({"model": "ads", "events": AdClickFeed(seed=3).batch(200)}).encode()
+    fast = fastjson.parse_learn(body, {"kind": "hashed", "bits": 20}, 1000)
+    assert fast is not None and fast.batch.n == 200
+    _same(fast, *_slow_learn(body, {"kind": "hashed", "bits": 20})[1:])
+    dense = json.dumps({"model": "d", "events": DenseFeed(seed=1).batch(100)}).encode()
+    assert fastjson.parse_learn(dense, {"kind": "dense", "dim": 54}, 1000) is not None
+    assert fastjson.model_name(body) == "ads"
+    assert fastjson.model_name(b'{"events": [{"a": "}\\"x"}], "model": "zz"}') == "zz"
+
+
+@pytest.mark.parametrize("body", [
+    b'{"model": "m", "events": [{"features": {"a": 1, "a": 2}, "label": 1}]}',  # duplicate key
+    b'{"model": "m", "events": [{"features": {"a\\u0041": 1}, "label": 1}]}',    # escape
+    b'{"model": "m", "events": [{"features": {"a": 1}, "label": 2}]}',           # bad label
+    b'{"model": "m", "events": [{"features": {"a": 1}}]}',                       # no label
+    b'{"model": "m", "events": []}',                                             # empty
+    b'{"model": "m", "events": [{"features": {"a": 1}, "label": 1}], "x": 1}',   # extra key
+    b'{"model": "m", "events": [{"features": {"a": 1}, "label": 1}]} trailing',
+    b'{"model": "m", "events": [{"features": {"a": 1.5e999}, "label": 1}]}',
+])
+def test_the_fast_path_gives_up_on_anything_unusual(body):
+    assert fastjson.parse_learn(body, HASHED, 100) is None
+    assert fastjson.parse_learn(body[:-1], HASHED, 100) is None  # truncated
+
+
+def test_the_item_limit_is_left_to_the_regular_path():
+    events = [{"features": {"a": 1}, "label": 1}] * 5
+    body = json.dumps({"model": "m", "events": events}).encode()
+    assert fastjson.parse_learn(body, HASHED, 4) is None
+    assert fastjson.parse_learn(body, HASHED, 5) is not None
