@@ -14,8 +14,15 @@ from .. import fastjson
 from ..hosting import ModelHost
 from ..schemas import MODEL_NAME, ErrorBody, LearnRequest, LearnResponse
 from ..settings import Settings
-from .deps import HostDep, PayloadTooLarge, SettingsDep, WriteAuth, json_body, read_body
-from .deps import validate_json
+from .deps import (
+    HostDep,
+    PayloadTooLarge,
+    SettingsDep,
+    WriteAuth,
+    json_body,
+    read_body,
+    validate_json,
+)
 
 router = APIRouter(tags=["learn"])
 

@@ -14,8 +14,15 @@ from .. import fastjson
 from ..hosting import ModelHost
 from ..schemas import MODEL_NAME, ErrorBody, ScoreRequest, ScoreResponse
 from ..settings import Settings
-from .deps import HostDep, PayloadTooLarge, ReadAuth, SettingsDep, json_body, read_body
-from .deps import validate_json
+from .deps import (
+    HostDep,
+    PayloadTooLarge,
+    ReadAuth,
+    SettingsDep,
+    json_body,
+    read_body,
+    validate_json,
+)
 
 router = APIRouter(tags=["score"])
 
