@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ._buffers import admit, sparse_diff, write_sparse_row
+from ._buffers import admit, write_sparse_row
 from ._kernels import dense_dot, sparse_dot
 
 DIAG_COV = 0
@@ -174,32 +174,111 @@ def diag_learn_dense(X, y, mu, G, buf, order, n_seen, rng, policy, C, phi, psi, 
     return updates
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _diag_weight(g, C, mode):
+    """The weight of z_i² in υ: G_i (cov), 1/(G_i + C) (paper), 1/G_i (prec)."""
+    if mode == DIAG_COV:
+        return g
+    if mode == DIAG_PAPER:
+        return 1.0 / (g + C)
+    return 1.0 / g
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _diag_update(mu, G, i, z, a, coef, mode):
+    """The update of coordinate i for z_i (coef = β, or αφ/√u in 'prec' mode)."""
+    if mode == DIAG_COV:
+        si = G[i] * z
+        mu[i] += a * si
+        G[i] -= coef * si * si
+    else:
+        mu[i] += a * z / G[i]
+        G[i] += coef * z * z
+
+
+@njit(cache=True, nogil=True)
+def _row_terms(mu, G, indices, values, lo, hi, C, mode):
+    """(μᵀx, Σ w_i x_i²) for the CSR row values[lo:hi]."""
+    a = 0.0
+    q = 0.0
+    for k in range(lo, hi):
+        i = indices[k]
+        v = values[k]
+        a += mu[i] * v
+        q += _diag_weight(G[i], C, mode) * v * v
+    return a, q
+
+
 @njit(cache=True, nogil=True)
 def diag_learn_sparse(indptr, indices, values, y, mu, G, bidx, bval, bnnz, order, n_seen,
-                      rng, policy, C, phi, psi, zeta, mode, min_var, prior):
-    """Diagonal CBR over canonical CSR rows with sparse buffers: O(nnz) per pair."""
+                      rng, policy, C, phi, psi, zeta, mode, min_var, prior, xt, mark):
+    """Diagonal CBR over canonical CSR rows with sparse buffers: O(nnz) per pair.
+
+    Most pairs change nothing (the pair is ranked with confidence already), so a pair is
+    first tested without forming z = x_t − x_b: with x_t scattered into the workspace
+    ``xt`` (length d, zero outside x_t), m = y(μᵀx_t − μᵀx_b) and
+    υ = Σ_t w x_t² + Σ_b w x_b² − 2 Σ_b w x_t x_b, w the mode's weight — one pass over x_b.
+    Only a pair that moves the model visits the union of both rows (``mark``, also
+    length d, flags x_b's columns). Both workspaces are left all zero.
+    """
     n = indptr.shape[0] - 1
     cap = bidx.shape[1]
-    width = bidx.shape[2]
-    max_row = 0
-    for t in range(n):
-        max_row = max(max_row, indptr[t + 1] - indptr[t])
-    zi = np.empty(max_row + width, np.int64)
-    zv = np.empty(max_row + width)
     updates = 0
     for t in range(n):
-        a, e = indptr[t], indptr[t + 1]
+        lo, hi = indptr[t], indptr[t + 1]
         if prior.shape[0]:
-            prior[t] = sparse_dot(mu, indices, values, a, e)
-        c = 1 if y[t] > 0 else 0
+            prior[t] = sparse_dot(mu, indices, values, lo, hi)
+        yt = y[t]
+        c = 1 if yt > 0 else 0
         opp = 1 - c
         slot = admit(order, n_seen, c, policy, rng)
         if slot >= 0:
-            write_sparse_row(bidx, bval, bnnz, c, slot, indices[a:e], values[a:e])
+            write_sparse_row(bidx, bval, bnnz, c, slot, indices[lo:hi], values[lo:hi])
         size = min(n_seen[opp], cap)
-        for k in range(size):
-            b = order[opp, k]
-            nz = sparse_diff(indices[a:e], values[a:e], e - a, bidx[opp, b], bval[opp, b],
-                             bnnz[opp, b], zi, zv)
-            updates += _diag_step(mu, G, zi, zv, nz, y[t], C, phi, psi, zeta, mode, min_var)
+        if size == 0:
+            continue
+        for k in range(lo, hi):
+            xt[indices[k]] = values[k]
+        a_t, q_t = _row_terms(mu, G, indices, values, lo, hi, C, mode)
+        for kb in range(size):
+            b = order[opp, kb]
+            nb = bnnz[opp, b]
+            bi = bidx[opp, b]
+            bv = bval[opp, b]
+            a_b = 0.0
+            q_b = 0.0
+            cross = 0.0
+            for j in range(nb):
+                i = bi[j]
+                v = bv[j]
+                w = _diag_weight(G[i], C, mode)
+                a_b += mu[i] * v
+                q_b += w * v * v
+                cross += w * xt[i] * v
+            v_pair = (q_t + q_b) - 2.0 * cross
+            if v_pair <= min_var:
+                continue
+            alpha = scw_alpha(yt * (a_t - a_b), v_pair, C, phi, psi, zeta)
+            if alpha <= 0.0:
+                continue
+            sqrt_u = scw_sqrt_u(alpha, v_pair, phi)
+            if mode == DIAG_PREC:
+                coef = alpha * phi / sqrt_u
+            else:
+                coef = alpha * phi / (sqrt_u + v_pair * alpha * phi)
+            a = alpha * yt
+            for j in range(nb):
+                i = bi[j]
+                _diag_update(mu, G, i, xt[i] - bv[j], a, coef, mode)
+                mark[i] = 1
+            for k in range(lo, hi):
+                i = indices[k]
+                if mark[i] == 0:
+                    _diag_update(mu, G, i, values[k], a, coef, mode)
+            for j in range(nb):
+                mark[bi[j]] = 0
+            a_t, q_t = _row_terms(mu, G, indices, values, lo, hi, C, mode)
+            updates += 1
+        for k in range(lo, hi):
+            xt[indices[k]] = 0.0
     return updates

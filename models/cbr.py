@@ -207,9 +207,19 @@ class _CBRDiag(_CBRBase):
         longest = int(np.diff(indptr).max())
         width = sparse_width(longest, s["bidx_"].shape[2])
         s["bidx_"], s["bval_"] = grow_sparse(s["bidx_"], s["bval_"], width)
+        xt, mark = self._workspace()
         K.diag_learn_sparse(indptr, indices, values, y, s["mu_"], s["g_"], s["bidx_"],
                             s["bval_"], s["bnnz_"], s["order_"], s["n_seen_"], s["rng_"],
-                            self.policy, C, phi, psi, zeta, mode, CBR_MIN_VARIANCE, prior)
+                            self.policy, C, phi, psi, zeta, mode, CBR_MIN_VARIANCE, prior,
+                            xt, mark)
+
+    def _workspace(self) -> tuple[np.ndarray, np.ndarray]:
+        """Two all-zero arrays of length d for the sparse kernel (not part of the state:
+        the kernel leaves them zero; allocated once, as pages are touched)."""
+        work = getattr(self, "_work", None)
+        if work is None:
+            work = self._work = (np.zeros(self.n_features), np.zeros(self.n_features, np.int64))
+        return work
 
     def _score(self, batch: Batch) -> np.ndarray:
         if batch.dense is not None:
