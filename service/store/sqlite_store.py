@@ -6,6 +6,10 @@ loses it. Each write is one ``BEGIN IMMEDIATE`` transaction, which takes the dat
 single write lock up front (waiting up to the busy timeout), so threads of one process
 and several processes (uvicorn workers) can share the file; readers never block in WAL.
 
+Appends are group-committed: threads that want to append while another thread holds the
+write turn queue up, and the next turn commits all queued appends in one transaction —
+one fsync for many requests under concurrency, each append still all or nothing.
+
 Tables: ``models`` (a fresh integer id per creation, the config, the log end),
 ``log`` (one row per entry), ``event_ids`` (id -> position: the dedup window) and
 ``checkpoints``. Connections are pooled, one per concurrently running call. Writers
@@ -22,7 +26,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
@@ -95,6 +99,7 @@ class SqliteStore:
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._idle: list[sqlite3.Connection] = []
+        self._jobs: list[_AppendJob] = []  # appends waiting for a write turn
         self._pid = os.getpid()
         self._closed = False
         with self._guard("open"):
@@ -272,42 +277,94 @@ class SqliteStore:
 
     def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
         check_name(name)
-        ids = check_event_ids(event_ids)
-        data = bytes(payload)
+        job = _AppendJob(name, bytes(payload), check_event_ids(event_ids))
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(f"SQLite store {self._path} is closed")
+            self._jobs.append(job)
+        with ExitStack() as turn:
+            try:
+                turn.enter_context(self._writer())
+            except StoreUnavailable:
+                with self._lock:
+                    if job in self._jobs:  # never taken: it certainly was not written
+                        self._jobs.remove(job)
+                raise
+            self._commit_queued(job)
+        if job.error is not None:
+            if isinstance(job.error, (sqlite3.Error, OSError)):
+                raise StoreUnavailable(
+                    f"SQLite store {self._path} failed (append): "
+                    f"{type(job.error).__name__}: {job.error}") from job.error
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    def _commit_queued(self, job: _AppendJob) -> None:
+        """With the write turn held: commit every queued append in one transaction."""
+        with self._guard("append"):
+            if not job.done:  # nobody took it: this thread commits every queued append
+                with self._lock:
+                    batch, self._jobs = self._jobs, []
+                try:
+                    with self._conn() as c:
+                        c.execute("BEGIN IMMEDIATE")
+                        try:
+                            for j in batch:
+                                try:
+                                    j.result = self._append_in(c, j.name, j.payload, j.ids)
+                                except ModelNotFound as exc:
+                                    j.error = exc
+                        except BaseException:
+                            if c.in_transaction:
+                                c.execute("ROLLBACK")
+                            raise
+                        c.execute("COMMIT")
+                except BaseException as exc:
+                    for j in batch:
+                        j.result = None
+                        j.error = exc
+                    raise
+                finally:
+                    for j in batch:
+                        j.done = True
+
+    def _append_in(self, c: sqlite3.Connection, name: str, data: bytes,
+                   ids: list[str | None]) -> AppendResult:
+        """One append inside an open write transaction."""
         distinct = list(dict.fromkeys(eid for eid in ids if eid is not None))
-        with self._guard("append"), self._tx() as c:
-            mid, start = self._model(c, name)
-            known: set[str] = set()
-            for i in range(0, len(distinct), _IN_CHUNK):
-                chunk = distinct[i : i + _IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                known.update(
-                    r[0]
-                    for r in c.execute(
-                        f"SELECT event_id FROM event_ids WHERE model = ? AND event_id IN ({marks})",
-                        (mid, *chunk),
-                    )
+        mid, start = self._model(c, name)
+        known: set[str] = set()
+        for i in range(0, len(distinct), _IN_CHUNK):
+            chunk = distinct[i : i + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            known.update(
+                r[0]
+                for r in c.execute(
+                    f"SELECT event_id FROM event_ids WHERE model = ? AND event_id IN ({marks})",
+                    (mid, *chunk),
                 )
-            pos = start
-            skip: list[int] = []
-            new: list[tuple[int, str, int]] = []
-            for i, eid in enumerate(ids):
-                if eid is None:
-                    pos += 1
-                elif eid in known:
-                    skip.append(i)
-                else:
-                    known.add(eid)
-                    pos += 1
-                    new.append((mid, eid, pos))
-            if pos == start:
-                return AppendResult(entry=None, duplicates=tuple(skip), version=start)
-            c.execute(
-                "INSERT INTO log (model, end_pos, start_pos, payload, skip) VALUES (?, ?, ?, ?, ?)",
-                (mid, pos, start, data, ",".join(map(str, skip))),
             )
-            c.executemany("INSERT INTO event_ids (model, event_id, pos) VALUES (?, ?, ?)", new)
-            c.execute("UPDATE models SET log_end = ? WHERE id = ?", (pos, mid))
+        pos = start
+        skip: list[int] = []
+        new: list[tuple[int, str, int]] = []
+        for i, eid in enumerate(ids):
+            if eid is None:
+                pos += 1
+            elif eid in known:
+                skip.append(i)
+            else:
+                known.add(eid)
+                pos += 1
+                new.append((mid, eid, pos))
+        if pos == start:
+            return AppendResult(entry=None, duplicates=tuple(skip), version=start)
+        c.execute(
+            "INSERT INTO log (model, end_pos, start_pos, payload, skip) VALUES (?, ?, ?, ?, ?)",
+            (mid, pos, start, data, ",".join(map(str, skip))),
+        )
+        c.executemany("INSERT INTO event_ids (model, event_id, pos) VALUES (?, ?, ?)", new)
+        c.execute("UPDATE models SET log_end = ? WHERE id = ?", (pos, mid))
         entry = LogEntry(start=start, end=pos, payload=data, skip=tuple(skip))
         return AppendResult(entry=entry, duplicates=entry.skip, version=pos)
 
@@ -389,6 +446,20 @@ class SqliteStore:
             if self._lock_fd is not None and self._lock_pid == os.getpid():
                 os.close(self._lock_fd)
             self._lock_fd = None
+
+
+class _AppendJob:
+    """An append waiting for a write turn; the turn's holder fills result or error."""
+
+    __slots__ = ("done", "error", "ids", "name", "payload", "result")
+
+    def __init__(self, name: str, payload: bytes, ids: list[str | None]) -> None:
+        self.name = name
+        self.payload = payload
+        self.ids = ids
+        self.done = False
+        self.result: AppendResult | None = None
+        self.error: BaseException | None = None
 
 
 def _not_found(name: str) -> NoReturn:
