@@ -2,7 +2,11 @@
 
 A numpy array travels as ``{"nd": dtype string, "shape": [...], "data": raw bytes}``
 (little-endian, C order); anything else in a state dict must be a msgpack scalar or
-string. Decoding checks the format version and every array's size.
+string. A large float64 array that is mostly 0.0 or mostly 1.0 (the weights of a hashed
+2^20-dimension model touch a few percent of their coordinates) travels instead as
+``{"nd", "shape", "fill", "idx", "val"}``: the positions and values that differ from the
+fill, compared bit for bit, so -0.0 and NaN payloads survive. Decoding checks the format
+version and every array's size.
 """
 
 from __future__ import annotations
@@ -22,10 +26,23 @@ class CodecError(ValueError):
     """A payload or checkpoint that cannot be decoded."""
 
 
+_SPARSE_MIN_SIZE = 1 << 14  # smaller arrays always travel whole
+_SPARSE_MAX_SHARE = 0.25  # sparse form when at most this share differs from the fill
+
+
 def _pack_array(a: np.ndarray) -> dict[str, Any]:
     a = np.ascontiguousarray(a)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
+    if a.dtype == np.float64 and a.size >= _SPARSE_MIN_SIZE:
+        bits = a.reshape(-1).view(np.uint64)
+        for fill in (0.0, 1.0):
+            differs = bits != np.float64(fill).view(np.uint64)
+            if np.count_nonzero(differs) <= _SPARSE_MAX_SHARE * a.size:
+                idx = np.flatnonzero(differs)
+                return {"nd": a.dtype.str, "shape": list(a.shape), "fill": fill,
+                        "idx": idx.astype("<i8").tobytes(),
+                        "val": a.reshape(-1)[idx].tobytes()}
     return {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
 
 
@@ -33,6 +50,8 @@ def _unpack_array(obj: dict[str, Any]) -> np.ndarray:
     try:
         dtype = np.dtype(obj["nd"])
         shape = tuple(int(s) for s in obj["shape"])
+        if "fill" in obj:
+            return _unpack_sparse(dtype, shape, float(obj["fill"]), obj["idx"], obj["val"])
         data = obj["data"]
     except (KeyError, TypeError, ValueError) as exc:
         raise CodecError(f"malformed array record: {exc}") from None
@@ -42,6 +61,19 @@ def _unpack_array(obj: dict[str, Any]) -> np.ndarray:
     if len(data) != expected:
         raise CodecError(f"array of shape {shape} needs {expected} bytes, got {len(data)}")
     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
+def _unpack_sparse(dtype: np.dtype, shape: tuple, fill: float, idx: bytes,
+                   val: bytes) -> np.ndarray:
+    if dtype != np.float64 or len(idx) % 8 or len(idx) != len(val):
+        raise CodecError("malformed sparse array record")
+    positions = np.frombuffer(idx, "<i8")
+    size = int(np.prod(shape, dtype=np.int64))
+    if positions.size and (positions.min() < 0 or positions.max() >= size):
+        raise CodecError("sparse array record indexes outside its shape")
+    out = np.full(size, fill)
+    out[positions] = np.frombuffer(val, "<f8")
+    return out.reshape(shape)
 
 
 def _pack_value(v: Any) -> Any:

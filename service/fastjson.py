@@ -571,6 +571,9 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | 
     buf = np.frombuffer(body, np.uint8)
     hashed = spec["kind"] == "hashed"
     dim = 0 if hashed else int(spec["dim"])
+    # Buffers are sized by the items the body can hold (an item takes at least
+    # `{"x":[` + two bytes per value, or `{"features":{}}`), not by the configured limit.
+    max_items = min(max_items, len(body) // (15 if hashed else 2 * dim + 6) + 1)
     mask = (1 << int(spec["bits"])) - 1 if hashed else 0
     ok, n, ms, me, top_k, labels, id_spans, indptr, idx, vals, X = _parse(
         buf, learn, hashed, dim, mask, _POW10, _WORDS, max_items)

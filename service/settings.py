@@ -37,7 +37,7 @@ class Settings(BaseSettings):
         1.0, gt=0, description="seconds between catching up with the log (other replicas)"
     )
     snapshot_interval: float = Field(
-        0.05, ge=0, description="seconds between scoring-snapshot copies under load"
+        0.2, ge=0, description="seconds between scoring-snapshot copies under load"
     )
 
     # Request limits.
