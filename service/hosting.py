@@ -345,6 +345,10 @@ class ModelHost:
                 model = self._load(self.store.get_config(name))
             return model
 
+    def has(self, name: str | None) -> bool:
+        """Whether the model is loaded in this process (no store access)."""
+        return name is not None and name in self._models
+
     def find(self, name: str) -> HostedModel | None:
         """The model, or None if there is no such model."""
         try:
