@@ -280,14 +280,17 @@ def seq_learn_sparse(indptr, indices, values, y, w, bidx, bval, bnnz, order, n_s
     return steps
 
 
-# ------------------------------------------------------------------------ OAM_gra
+# ------------------------------------------- OAM_gra and mini-batch OGD (Alg. 3)
 @njit(cache=True, nogil=True)
-def gra_learn_dense(X, y, w, buf, order, n_seen, rng, policy, C, prior):
-    """OAM_gra over a dense batch; returns the number of violating pairs.
+def minibatch_learn(X, y, w, buf, order, n_seen, rng, policy, rate, oam_rule, prior):
+    """Frozen-w mini-batch step against the opposite buffer: OAM_gra or Algorithm 3.
 
-    Violators y·w_oldᵀ(x_t − x) ≤ 1 are found with w frozen (all margins at once, see
-    ``_slot_margins``), then w ← w + (C_t/2)·y·Σ_violators (x_t − x), applied as
-    −(C_t/2)·y·x per violator followed by +(C_t/2)·y·|A|·x_t.
+    The violators A are found with w frozen (all margins at once, see
+    ``_slot_margins``), then w ← w + a·y·(|A|·x_t − Σ_A x), applied as −a·y·x per
+    violator followed by +a·y·|A|·x_t. ``oam_rule``: OAM_gra, violators
+    y·wᵀ(x_t − x) ≤ 1 and a = C_t/2 with C_t = rate·max(1, N_opp/capacity); otherwise
+    Algorithm 3 (FOAM, NOAM), violators < 1 and a = η/(2|B|) with η = rate and |B| the
+    opposite buffer's fill. Returns |A| summed over the batch.
     """
     n, d = X.shape
     cap = buf.shape[1]
@@ -312,12 +315,14 @@ def gra_learn_dense(X, y, w, buf, order, n_seen, rng, policy, C, prior):
         count = 0
         for k in range(size):
             b = order[opp, k]
-            if y[t] * (s_t - s_b[b]) <= 1.0:
+            margin = y[t] * (s_t - s_b[b])
+            if margin <= 1.0 if oam_rule else margin < 1.0:
                 viol[count] = b
                 count += 1
         if count == 0:
             continue
-        a = 0.5 * oam_c_t(C, n_seen[opp], cap) * y[t]
+        step = 0.5 * oam_c_t(rate, n_seen[opp], cap) if oam_rule else rate / (2.0 * size)
+        a = step * y[t]
         for q in range(count):
             b = viol[q]
             for i in range(d):
@@ -368,55 +373,6 @@ def gra_learn_sparse(indptr, indices, values, y, w, bidx, bval, bnnz, order, n_s
         ac = a * count
         for j in range(a0, e0):
             w[indices[j]] += ac * values[j]
-        total += count
-    return total
-
-
-# ------------------------------------------------------------ mini-batch OGD (Alg. 3)
-@njit(cache=True, nogil=True)
-def ogd_learn(Z, y, w, buf, order, n_seen, rng, policy, eta, prior):
-    """KOAM (Alg. 1) with mini-batch OGD (Alg. 3) on mapped rows Z; returns |A| summed.
-
-    A = {i : y·w_tᵀ(z_t − z_i) < 1} with w_t frozen (all margins at once, see
-    ``_slot_margins``), then w ← w + (η/(2|B|))·y·(|A|·z_t − Σ_A z_i), |B| the opposite
-    buffer's fill.
-    """
-    n, D = Z.shape
-    cap = buf.shape[1]
-    viol = np.empty(cap, np.int64)  # slots of the violators, oldest first
-    bt = _feature_major(buf, n_seen, n)
-    part = np.empty((4, cap))
-    s_b = np.empty(cap)
-    total = 0
-    for t in range(n):
-        if prior.shape[0]:
-            prior[t] = dense_dot(w, Z[t])
-        c = 1 if y[t] > 0 else 0
-        opp = 1 - c
-        slot = admit(order, n_seen, c, policy, rng)
-        if slot >= 0:
-            _admit_row(buf, bt, c, slot, Z[t])
-        size = min(n_seen[opp], cap)
-        if size == 0:
-            continue
-        s_t = _dot(w, Z[t])
-        _slot_margins(w, buf, bt, opp, size, part, s_b)
-        count = 0
-        for k in range(size):
-            b = order[opp, k]
-            if y[t] * (s_t - s_b[b]) < 1.0:
-                viol[count] = b
-                count += 1
-        if count == 0:
-            continue
-        a = eta / (2.0 * size) * y[t]
-        for q in range(count):
-            b = viol[q]
-            for i in range(D):
-                w[i] -= a * buf[opp, b, i]
-        ac = a * count
-        for i in range(D):
-            w[i] += ac * Z[t, i]
         total += count
     return total
 

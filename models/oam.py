@@ -78,8 +78,8 @@ class _OAM(Learner):
                 K.seq_learn_dense(X, y, s["w_"], s["buf_"], s["order_"], s["n_seen_"],
                                   s["rng_"], RESERVOIR, C, OAM_MIN_SQNORM, prior)
             else:
-                K.gra_learn_dense(X, y, s["w_"], s["buf_"], s["order_"], s["n_seen_"],
-                                  s["rng_"], RESERVOIR, C, prior)
+                K.minibatch_learn(X, y, s["w_"], s["buf_"], s["order_"], s["n_seen_"],
+                                  s["rng_"], RESERVOIR, C, True, prior)
             return
         indptr, indices, values = self._csr_rows(batch)
         longest = int(np.diff(indptr).max())
@@ -334,9 +334,9 @@ class FOAM(Learner):
 
     def _learn(self, batch: Batch, y: np.ndarray, prior: np.ndarray) -> None:
         s = self._state
-        K.ogd_learn(self._features(self._dense_rows(batch)), y, s["w_"], s["buf_"],
-                    s["order_"], s["n_seen_"], s["rng_"], RESERVOIR, self.params["eta"],
-                    prior)
+        K.minibatch_learn(self._features(self._dense_rows(batch)), y, s["w_"], s["buf_"],
+                          s["order_"], s["n_seen_"], s["rng_"], RESERVOIR, self.params["eta"],
+                          False, prior)
 
     def _score(self, batch: Batch) -> np.ndarray:
         return dense_scores(self._features(self._dense_rows(batch)), self._state["w_"])
@@ -505,9 +505,9 @@ class NOAM(Learner):
             if s["n_sv_"][0] >= self.params["budget"]:
                 self._switch()
         if start < X.shape[0]:
-            K.ogd_learn(self._nystrom(X[start:]), y[start:], s["w_"], s["buf_"], s["order_"],
-                        s["n_seen_"], s["rng_"], RESERVOIR, eta,
-                        prior[start:] if prior.shape[0] else prior)
+            K.minibatch_learn(self._nystrom(X[start:]), y[start:], s["w_"], s["buf_"],
+                              s["order_"], s["n_seen_"], s["rng_"], RESERVOIR, eta, False,
+                              prior[start:] if prior.shape[0] else prior)
 
     def _switch(self) -> None:
         """Build the Nyström map from all SVs, move w and the buffers to it (once)."""

@@ -133,8 +133,8 @@ def test_foam_minibatch_step_by_hand_in_the_kernel():
     order = np.array([[0, 1, 2], [0, 0, 0]])
     n_seen = np.array([3, 0])
     rng = models._rng.new_state(0)
-    total = K.ogd_learn(z_t, np.array([1.0]), w, buf, order, n_seen, rng, RESERVOIR, eta,
-                        np.zeros(0))
+    total = K.minibatch_learn(z_t, np.array([1.0]), w, buf, order, n_seen, rng, RESERVOIR,
+                              eta, False, np.zeros(0))
     assert total == 2
     expected = np.array([0.5, 0.0]) + eta / 6 * (2 * z_t[0] - buf[0, 0] - buf[0, 1])
     np.testing.assert_allclose(w, expected, rtol=0, atol=1e-15)
