@@ -78,8 +78,9 @@ def _unit_row(row, xs, normalize, kappa):
     nrm = math.sqrt(dot4(row, row))
     if normalize:
         if nrm > MIN_ROW_NORM:
+            inv = 1.0 / nrm  # one division per row, not one per feature
             for i in range(row.shape[0]):
-                xs[i] = row[i] / nrm
+                xs[i] = row[i] * inv
             return xs
         return row
     if kappa.shape[0] and nrm > kappa[0]:
