@@ -285,3 +285,19 @@ def test_report_edits_only_its_own_section(tmp_path, monkeypatch):
     bench_eval.write_results_md(["third"])
     text = md.read_text()
     assert "my analysis" in text and "third" in text and "tail" in text and "keep me" in text
+
+
+def test_ceiling_bounds_the_protocol_from_above():
+    """The peeking upper bounds of ``bench.ceiling`` are ≥ the protocol's own number."""
+    from bench import ceiling
+
+    res = ceiling.ceiling("d43", "glass", ("oam_seq",))
+    r = res["learners"]["oam_seq"]
+    assert res["splits"] == 50
+    assert 0.5 < r["cv"] <= r["oracle"] <= 1.0
+    assert r["best_fixed"] <= r["oracle"]
+    assert 0.5 < res["rbf_svc"] <= 1.0
+    stored = bench_eval.summarize(
+        bench_eval._load_json(bench_eval.results_path("d43", False))["entries"]["glass|oam_seq"])
+    assert r["cv"] == pytest.approx(stored["auc"], abs=1e-12)
+    assert "| oam_seq |" in ceiling.markdown(res)
