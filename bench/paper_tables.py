@@ -26,6 +26,7 @@ TITLES = {
     "d52": "Dissertation Table 5.2 (FCBR, ch. 5)",
     "s3": "SOLAM Table 3 (Ying et al. 2016)",
     "f2": "FOAM/NOAM Table II (Ding et al. 2017)",
+    "other": "Our other packaged datasets (no paper reports them)",
 }
 
 # Paper names of the methods, for the report.
@@ -141,6 +142,7 @@ MISSING = {
            "news20"),
     "f2": ("vowel", "satimage", "pendigits", "magic04", "KDDCUP08", "ijcnn1", "covtype",
            "KDDCUP99"),
+    "other": (),
 }
 
 
