@@ -24,11 +24,11 @@ __all__ = [
 M = TypeVar("M", bound=BaseModel)
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_host(request: Request) -> ModelHost:
+async def get_host(request: Request) -> ModelHost:
     return request.app.state.host
 
 
@@ -68,11 +68,11 @@ def _authorize(request: Request, settings: Settings, write: bool) -> None:
     raise HTTPException(401, "Invalid API key.", headers={"WWW-Authenticate": "Bearer"})
 
 
-def require_read(request: Request, settings: SettingsDep) -> None:
+async def require_read(request: Request, settings: SettingsDep) -> None:
     _authorize(request, settings, write=False)
 
 
-def require_write(request: Request, settings: SettingsDep) -> None:
+async def require_write(request: Request, settings: SettingsDep) -> None:
     _authorize(request, settings, write=True)
 
 

@@ -309,3 +309,27 @@ def test_api_keys(app_client):
     assert r.status_code == 200
     assert client.get("/models", headers=rk).status_code == 200
     assert client.get("/models").status_code == 401
+
+
+def test_hot_routes_resolve_dependencies_on_the_event_loop():
+    """FastAPI runs a plain ``def`` dependency in its thread pool: three such hops per
+    /score request once cost more than scoring 100 candidates. Every dependency of the
+    hot routes must be ``async def`` (they do no blocking work)."""
+    import inspect
+
+    from fastapi.routing import APIRoute
+
+    from service.api import learn, score
+
+    def walk(dependant):
+        for dep in dependant.dependencies:
+            yield dep
+            yield from walk(dep)
+
+    routes = [r for m in (learn, score) for r in m.router.routes if isinstance(r, APIRoute)]
+    assert sorted(r.path for r in routes) == ["/learn", "/score"]
+    for route in routes:
+        deps = list(walk(route.dependant))
+        assert deps, route.path
+        sync = [d.call.__name__ for d in deps if not inspect.iscoroutinefunction(d.call)]
+        assert not sync, f"{route.path} has sync dependencies {sync}"
