@@ -12,20 +12,40 @@ from numba import njit
 __all__ = ["canonical_csr", "csr_to_dense", "dense_to_csr"]
 
 
+_SHORT_ROW = 64  # rows up to this many entries are insertion-sorted (no allocation)
+
+
 @njit(cache=True, nogil=True)
 def _canonical_csr(indptr, indices, values):
     n = indptr.shape[0] - 1
     out_ptr = np.zeros(n + 1, np.int64)
     out_idx = np.empty(indices.shape[0], np.int64)
     out_val = np.empty(indices.shape[0], np.float64)
+    key = np.empty(_SHORT_ROW, np.int64)
+    pos = np.empty(_SHORT_ROW, np.int64)
     k = 0
     for r in range(n):
         a, b = indptr[r], indptr[r + 1]
-        order = np.argsort(indices[a:b], kind="mergesort")
+        m = b - a
+        # Either sort is stable, so duplicates are summed in their input order: the same
+        # float result whichever one a row takes.
+        if m <= _SHORT_ROW:
+            for j in range(m):
+                c = indices[a + j]
+                i = j
+                while i > 0 and key[i - 1] > c:
+                    key[i] = key[i - 1]
+                    pos[i] = pos[i - 1]
+                    i -= 1
+                key[i] = c
+                pos[i] = a + j
+            order = pos[:m]
+        else:
+            order = np.argsort(indices[a:b], kind="mergesort") + a
         last = -1
-        for j in range(b - a):
-            col = indices[a + order[j]]
-            v = values[a + order[j]]
+        for j in range(m):
+            col = indices[order[j]]
+            v = values[order[j]]
             if col == last:
                 out_val[k - 1] += v
             else:
