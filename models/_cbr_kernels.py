@@ -40,68 +40,138 @@ def scw_sqrt_u(alpha, v, phi):
 
 
 @njit(cache=True, nogil=True)
-def _full_step(mu, sigma, z, s, y, C, phi, psi, zeta, step_scale, min_var):
-    d = z.shape[0]
-    # s = Σz column by column (Σ is exactly symmetric, so row j is column j): each s_i
-    # still sums Σ_ij z_j for j = 0, 1, … in order, but the inner loop runs along a row
-    # and vectorises, where a dot product per row could not.
+def _sigma_times(sigma, x, out):
+    """out = Σx, column by column: Σ is exactly symmetric, so row j is column j, and
+    the inner loop runs along a row and vectorises where a dot product per row could
+    not. Each out_i still sums Σ_ij x_j for j = 0, 1, … in order."""
+    d = x.shape[0]
     for i in range(d):
-        s[i] = 0.0
+        out[i] = 0.0
     for j in range(d):
-        zj = z[j]
+        xj = x[j]
         for i in range(d):
-            s[i] += sigma[j, i] * zj
-    v = 0.0
-    m = 0.0
-    for i in range(d):
-        v += z[i] * s[i]
-        m += mu[i] * z[i]
-    if v <= min_var:
-        return 0
-    alpha = scw_alpha(y * m, v, C, phi, psi, zeta)
-    if alpha <= 0.0:
-        return 0
-    beta = alpha * phi / (scw_sqrt_u(alpha, v, phi) + v * alpha * phi)
-    a = step_scale * alpha * y
-    for i in range(d):
-        mu[i] += a * s[i]
-    # s_i·s_j == s_j·s_i exactly, so updating every entry keeps Σ exactly symmetric
-    # while the inner loop stays contiguous.
-    for i in range(d):
-        si = s[i]
-        for j in range(d):
-            sigma[i, j] -= beta * (si * s[j])
-    return 1
+            out[i] += sigma[j, i] * xj
 
 
 @njit(cache=True, nogil=True)
-def full_learn(X, y, mu, sigma, buf, order, n_seen, rng, policy, C, phi, psi, zeta,
-               step_scale, min_var, prior):
+def _refresh_products(sigma, buf, sbuf, order, n_seen):
+    """Σb afresh for every buffered row b (bounds the rounding the updates accumulate)."""
+    cap = buf.shape[1]
+    for c in range(2):
+        for k in range(min(n_seen[c], cap)):
+            b = order[c, k]
+            _sigma_times(sigma, buf[c, b], sbuf[c, b])
+
+
+@njit(cache=True, nogil=True)
+def _apply_updates(sigma, ps, count, x, sx, fuse):
+    """Σ ← Σ − r_k r_kᵀ for k = 0 … count−1 (r_k = √β_k·s_k), in one pass over Σ.
+
+    Each entry takes the updates in order, exactly as one pass per update would;
+    r_i·r_j == r_j·r_i keeps Σ exactly symmetric. With ``fuse``, ``sx`` = Σx of the
+    updated Σ from the same pass (summed in _sigma_times's order).
+    """
+    d = sigma.shape[0]
+    if fuse:
+        for j in range(d):
+            sx[j] = 0.0
+    for i in range(d):
+        row = sigma[i]
+        for k in range(count):
+            ri = ps[k, i]
+            rk = ps[k]
+            for j in range(d):
+                row[j] -= ri * rk[j]
+        if fuse:
+            xi = x[i]
+            for j in range(d):
+                sx[j] += row[j] * xi
+
+
+@njit(cache=True, nogil=True)
+def full_learn(X, y, mu, sigma, buf, sbuf, order, n_seen, rng, policy, C, phi, psi, zeta,
+               step_scale, min_var, refresh, prior):
     """Full-covariance CBR (Prop. 1; Prop. 3 with ``step_scale`` = ½) over a batch.
+
+    A pair needs s = Σz with z = x_t − b. Most pairs change nothing, so Σz is not formed
+    from Σ (O(d²) per pair): ``sbuf`` holds Σb for every buffered row b, s = Σx_t − Σb
+    costs O(d), and each update Σ ← Σ − β s sᵀ also updates Σx_t and every Σb by
+    −β s (sᵀb), O(|B|·d). Equal to the direct products in exact arithmetic; every
+    ``refresh`` events (counted over the stream, so any split of it refreshes at the
+    same events) the products are recomputed from Σ. Σ itself is not read during an
+    event's pair loop, so its rank-one updates are applied together in one pass, fused
+    with the next event's Σx_t.
 
     If ``prior`` is non-empty, ``prior[t]`` receives μᵀx_t before event t is learned.
     """
     n, d = X.shape
     cap = buf.shape[1]
-    z = np.empty(d)
     s = np.empty(d)
+    st = np.empty(d)  # Σx_t under the current Σ
+    ps = np.empty((cap, d))  # this event's √β·s, applied to Σ at the next event
+    pending = 0
     updates = 0
     for t in range(n):
         if prior.shape[0]:
             prior[t] = dense_dot(mu, X[t])
+        x = X[t]
+        if pending:
+            _apply_updates(sigma, ps, pending, x, st, True)
+            pending = 0
+        else:
+            _sigma_times(sigma, x, st)
+        seen = n_seen[0] + n_seen[1]
+        if seen > 0 and seen % refresh == 0:
+            _refresh_products(sigma, buf, sbuf, order, n_seen)
         c = 1 if y[t] > 0 else 0
         opp = 1 - c
         slot = admit(order, n_seen, c, policy, rng)
         if slot >= 0:
-            buf[c, slot, :] = X[t]
+            buf[c, slot, :] = x
+            sbuf[c, slot, :] = st
         size = min(n_seen[opp], cap)
         for k in range(size):
             b = order[opp, k]
+            v = 0.0
+            m = 0.0
             for i in range(d):
-                z[i] = X[t, i] - buf[opp, b, i]
-            updates += _full_step(mu, sigma, z, s, y[t], C, phi, psi, zeta, step_scale,
-                                  min_var)
+                zi = x[i] - buf[opp, b, i]
+                v += zi * (st[i] - sbuf[opp, b, i])
+                m += mu[i] * zi
+            if v <= min_var:
+                continue
+            alpha = scw_alpha(y[t] * m, v, C, phi, psi, zeta)
+            if alpha <= 0.0:
+                continue  # most pairs: s = Σz is formed only for the few that update
+            beta = alpha * phi / (scw_sqrt_u(alpha, v, phi) + v * alpha * phi)
+            a = step_scale * alpha * y[t]
+            root = math.sqrt(beta)
+            for i in range(d):
+                s[i] = st[i] - sbuf[opp, b, i]
+                mu[i] += a * s[i]
+                ps[pending, i] = root * s[i]
+            pending += 1
+            _rank_one_products(s, beta, x, st)
+            for cc in range(2):
+                for kk in range(min(n_seen[cc], cap)):
+                    bb = order[cc, kk]
+                    _rank_one_products(s, beta, buf[cc, bb], sbuf[cc, bb])
+            updates += 1
+    if pending:
+        _apply_updates(sigma, ps, pending, st, st, False)
     return updates
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rank_one_products(s, beta, x, sx):
+    """Σx after Σ ← Σ − β s sᵀ: sx ← sx − β (sᵀx) s."""
+    dot = 0.0
+    for i in range(x.shape[0]):
+        dot += s[i] * x[i]
+    f = beta * dot
+    if f != 0.0:
+        for i in range(x.shape[0]):
+            sx[i] -= f * s[i]
 
 
 @njit(cache=True, nogil=True)

@@ -7,6 +7,11 @@ Every threshold a learner compares against lives here, with the reason it exists
 # event duplicates a buffered one, and α's closed form would be 0/0 (specs README).
 CBR_MIN_VARIANCE = 1e-12
 
+# Full-covariance CBR keeps Σb for every buffered row b, updated with each rank-one step;
+# every this many events (of the stream) they are recomputed from Σ, so that the rounding
+# the updates accumulate stays bounded however long a row stays buffered (reservoir).
+CBR_PRODUCT_REFRESH = 1000
+
 # OAM_seq: skip a pair whose difference has a squared norm this small (duplicate point);
 # τ = ℓ/‖δ‖² would divide by zero (spec foam-noam §2.8.3, pitfall 14).
 OAM_MIN_SQNORM = 1e-12

@@ -56,6 +56,56 @@ def test_full_cbr_matches_the_reference(kind):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "rs"])
+def test_full_cbr_matches_the_reference_past_the_product_refresh(kind):
+    """The kernel keeps Σb per buffered row and recomputes them every
+    CBR_PRODUCT_REFRESH events; a stream longer than that still matches the direct
+    products of the reference."""
+    from models._config import CBR_PRODUCT_REFRESH
+
+    n = 2 * CBR_PRODUCT_REFRESH + 300
+    X, y = stream(n, 5, seed=21)
+    lrn = models.create(f"cbr_{kind}", n_features=5, seed=9, C=0.5, capacity=6)
+    ref = CBRRef(5, C=0.5, eta=0.7, capacity=6, policy=POLICY[kind], seed=9)
+    for a in range(0, n, 700):
+        lrn.learn(X[a:a + 700], y[a:a + 700])
+    for x, t in zip(X, y, strict=True):
+        ref.learn_one(x, t)
+    st_ = lrn.get_state()
+    assert_close(st_["mu_"], ref.mu, what="mu")
+    assert_close(st_["sigma_"], ref.sigma, what="sigma")
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 700),
+       kind=st.sampled_from(["cbr_fifo", "cbr_rs", "fcbr_fifo", "fcbr_rs"]))
+def test_buffered_products_track_sigma(seed, n, kind):
+    """sbuf_ holds Σb for every buffered row b (to rounding), whatever the stream.
+
+    Rounding is measured against ‖b‖: Σ starts at I and only shrinks, so the updates
+    that brought Σb down from b carried terms of that size."""
+    X, y = stream(n, 4, seed=seed)
+    extra = {"n_components": 5} if kind.startswith("fcbr") else {}
+    st_ = models.create(kind, n_features=4, seed=seed, C=1.0, capacity=7, **extra
+                        ).learn(X * 2, y).get_state()
+    for c in (0, 1):
+        slots = st_["order_"][c, :min(int(st_["n_seen_"][c]), 7)]
+        rows = st_["buf_"][c, slots]
+        err = np.abs(st_["sbuf_"][c, slots] - rows @ st_["sigma_"])
+        assert (err <= 1e-12 * max(np.abs(rows).max(initial=0.0), 1e-300)).all(), c
+
+
+def test_a_state_without_buffered_products_is_migrated():
+    X, y = stream(300, 5, seed=4)
+    lrn = models.create("cbr_rs", n_features=5, seed=1, capacity=8).learn(X, y)
+    old = {k: v for k, v in lrn.get_state().items() if k != "sbuf_"}
+    twin = models.from_state(old)
+    assert_close(twin.get_state()["sbuf_"], lrn.get_state()["sbuf_"], rtol=1e-12,
+                 what="products")
+    assert_close(twin.learn(X, y).score(X), lrn.learn(X, y).score(X), rtol=1e-9,
+                 what="scores")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "rs"])
 @pytest.mark.parametrize("mode", ["cov", "paper", "prec"])
 @pytest.mark.parametrize("storage", ["dense", "sparse"])
 def test_diag_cbr_matches_the_reference(kind, mode, storage):
