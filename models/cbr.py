@@ -108,7 +108,8 @@ class CBRFIFO(_CBRFull):
     """CBR with first-in-first-out buffers (dissertation Algorithms 4 and 6).
 
     Full covariance Σ (d × d), one Proposition 1 step per buffered pair: O(d² + |B|·d)
-    per event plus O(d² + |B|·d) per pair that updates (most pairs do not; see Notes). The default choice of the family for d up to a few hundred.
+    per event plus O(d² + |B|·d) per pair that updates (most pairs do not; see Notes).
+    The default choice of the family for d up to a few hundred.
 
     Parameters
     ----------
