@@ -64,6 +64,66 @@ def _refresh_products(sigma, buf, sbuf, order, n_seen):
 
 
 @njit(cache=True, nogil=True)
+def _full_step(mu, sigma, z, s, y, C, phi, psi, zeta, step_scale, min_var):
+    d = z.shape[0]
+    _sigma_times(sigma, z, s)
+    v = 0.0
+    m = 0.0
+    for i in range(d):
+        v += z[i] * s[i]
+        m += mu[i] * z[i]
+    if v <= min_var:
+        return 0
+    alpha = scw_alpha(y * m, v, C, phi, psi, zeta)
+    if alpha <= 0.0:
+        return 0
+    beta = alpha * phi / (scw_sqrt_u(alpha, v, phi) + v * alpha * phi)
+    a = step_scale * alpha * y
+    for i in range(d):
+        mu[i] += a * s[i]
+    # s_i·s_j == s_j·s_i exactly, so updating every entry keeps Σ exactly symmetric
+    # while the inner loop stays contiguous.
+    for i in range(d):
+        si = s[i]
+        for j in range(d):
+            sigma[i, j] -= beta * (si * s[j])
+    return 1
+
+
+@njit(cache=True, nogil=True)
+def full_learn_direct(X, y, mu, sigma, buf, order, n_seen, rng, policy, C, phi, psi, zeta,
+               step_scale, min_var, prior):
+    """Full-covariance CBR (Prop. 1; Prop. 3 with ``step_scale`` = ½) over a batch,
+    forming Σz from Σ for every pair: O(|B|·d²) per event. Cheaper than
+    :func:`full_learn_cached` at small d, where many pairs update and keeping the
+    buffered products costs more than it saves.
+
+    If ``prior`` is non-empty, ``prior[t]`` receives μᵀx_t before event t is learned.
+    """
+    n, d = X.shape
+    cap = buf.shape[1]
+    z = np.empty(d)
+    s = np.empty(d)
+    updates = 0
+    for t in range(n):
+        if prior.shape[0]:
+            prior[t] = dense_dot(mu, X[t])
+        c = 1 if y[t] > 0 else 0
+        opp = 1 - c
+        slot = admit(order, n_seen, c, policy, rng)
+        if slot >= 0:
+            buf[c, slot, :] = X[t]
+        size = min(n_seen[opp], cap)
+        for k in range(size):
+            b = order[opp, k]
+            for i in range(d):
+                z[i] = X[t, i] - buf[opp, b, i]
+            updates += _full_step(mu, sigma, z, s, y[t], C, phi, psi, zeta, step_scale,
+                                  min_var)
+    return updates
+
+
+@njit(cache=True, nogil=True)
 def _apply_updates(sigma, ps, count, x, sx, fuse):
     """Σ ← Σ − r_k r_kᵀ for k = 0 … count−1 (r_k = √β_k·s_k), in one pass over Σ.
 
@@ -89,8 +149,8 @@ def _apply_updates(sigma, ps, count, x, sx, fuse):
 
 
 @njit(cache=True, nogil=True)
-def full_learn(X, y, mu, sigma, buf, sbuf, order, n_seen, rng, policy, C, phi, psi, zeta,
-               step_scale, min_var, refresh, prior):
+def full_learn_cached(X, y, mu, sigma, buf, sbuf, order, n_seen, rng, policy, C, phi, psi,
+                      zeta, step_scale, min_var, refresh, prior):
     """Full-covariance CBR (Prop. 1; Prop. 3 with ``step_scale`` = ½) over a batch.
 
     A pair needs s = Σz with z = x_t − b. Most pairs change nothing, so Σz is not formed

@@ -18,6 +18,7 @@ from ._buffers import FIFO, RESERVOIR, grow_sparse, sparse_width
 from ._config import (
     CBR_MIN_VARIANCE,
     CBR_PRODUCT_REFRESH,
+    CBR_PRODUCTS_MIN_DIM,
     MAX_FEATURES_DENSE,
     MAX_FEATURES_QUADRATIC,
     MAX_FEATURES_SPARSE,
@@ -64,25 +65,40 @@ class _CBRBase(Learner):
         }
 
 
-def _full_learn(lrn: _CBRBase, rows: np.ndarray, y: np.ndarray, prior: np.ndarray,
-                step_scale: float) -> None:
-    s = lrn._state
-    phi, psi, zeta = lrn._constants()
-    K.full_learn(rows, y, s["mu_"], s["sigma_"], s["buf_"], s["sbuf_"], s["order_"],
-                 s["n_seen_"], s["rng_"], lrn.policy, lrn.params["C"], phi, psi, zeta,
-                 step_scale, CBR_MIN_VARIANCE, CBR_PRODUCT_REFRESH, prior)
-
-
 class _FullCovariance(_CBRBase):
-    """Full Σ: keeps ``sbuf_`` = Σb for every buffered row b (see ``K.full_learn``)."""
+    """Full Σ. In CBR_PRODUCTS_MIN_DIM dimensions or more, the state also keeps
+    ``sbuf_`` = Σb for every buffered row b (see ``K.full_learn_cached``)."""
+
+    def _full_state(self, d: int) -> dict[str, np.ndarray]:
+        state = {"mu_": np.zeros(d), "sigma_": np.eye(d), **self._buffers(d)}
+        if d >= CBR_PRODUCTS_MIN_DIM:
+            state["sbuf_"] = np.zeros((2, self.params["capacity"], d))
+        return state
+
+    def _full_learn(self, rows: np.ndarray, y: np.ndarray, prior: np.ndarray,
+                    step_scale: float) -> None:
+        s = self._state
+        phi, psi, zeta = self._constants()
+        C = self.params["C"]
+        if "sbuf_" in s:
+            K.full_learn_cached(rows, y, s["mu_"], s["sigma_"], s["buf_"], s["sbuf_"],
+                                s["order_"], s["n_seen_"], s["rng_"], self.policy, C, phi,
+                                psi, zeta, step_scale, CBR_MIN_VARIANCE,
+                                CBR_PRODUCT_REFRESH, prior)
+        else:
+            K.full_learn_direct(rows, y, s["mu_"], s["sigma_"], s["buf_"], s["order_"],
+                                s["n_seen_"], s["rng_"], self.policy, C, phi, psi, zeta,
+                                step_scale, CBR_MIN_VARIANCE, prior)
 
     @classmethod
     def _from_state(cls, state: dict[str, Any]) -> Learner:
-        if "sbuf_" not in state and "buf_" in state and "sigma_" in state:
+        sigma = state.get("sigma_")
+        if ("sbuf_" not in state and "buf_" in state and sigma is not None
+                and np.shape(sigma)[0] >= CBR_PRODUCTS_MIN_DIM):
             # A state saved before the products were kept: compute them (the restored
             # learner then differs from the original in rounding only).
             buf = np.asarray(state["buf_"], dtype=np.float64)
-            state = {**state, "sbuf_": buf @ np.asarray(state["sigma_"], dtype=np.float64)}
+            state = {**state, "sbuf_": buf @ np.asarray(sigma, dtype=np.float64)}
         return super()._from_state(state)
 
 
@@ -92,12 +108,10 @@ class _CBRFull(_FullCovariance):
     param_table: ClassVar[dict[str, Param]] = dict(_COMMON)
 
     def _allocate(self) -> dict[str, np.ndarray]:
-        d = self.n_features
-        return {"mu_": np.zeros(d), "sigma_": np.eye(d), **self._buffers(d),
-                "sbuf_": np.zeros((2, self.params["capacity"], d))}
+        return self._full_state(self.n_features)
 
     def _learn(self, batch: Batch, y: np.ndarray, prior: np.ndarray) -> None:
-        _full_learn(self, self._dense_rows(batch), y, prior, 1.0)
+        self._full_learn(self._dense_rows(batch), y, prior, 1.0)
 
     def _score(self, batch: Batch) -> np.ndarray:
         return dense_scores(self._dense_rows(batch), self._state["mu_"])
@@ -107,9 +121,10 @@ class _CBRFull(_FullCovariance):
 class CBRFIFO(_CBRFull):
     """CBR with first-in-first-out buffers (dissertation Algorithms 4 and 6).
 
-    Full covariance Σ (d × d), one Proposition 1 step per buffered pair: O(d² + |B|·d)
-    per event plus O(d² + |B|·d) per pair that updates (most pairs do not; see Notes).
-    The default choice of the family for d up to a few hundred.
+    Full covariance Σ (d × d), one Proposition 1 step per buffered pair: O(|B|·d²) per
+    event below 128 dimensions; from 128 on, O(d² + |B|·d) per event plus O(d² + |B|·d)
+    per pair that updates (most pairs do not; see Notes). The default choice of the
+    family for d up to a few hundred.
 
     Parameters
     ----------
@@ -129,8 +144,8 @@ class CBRFIFO(_CBRFull):
 
     State
     -----
-    ``mu_`` (d,), ``sigma_`` (d, d); buffers ``buf_`` (2, capacity, d) with their
-    products ``sbuf_`` = Σb (2, capacity, d), ``order_``
+    ``mu_`` (d,), ``sigma_`` (d, d); buffers ``buf_`` (2, capacity, d) (with, from 128
+    dimensions on, their products ``sbuf_`` = Σb, same shape), ``order_``
     (oldest to newest) and the per-class counts ``n_seen_`` (negatives, positives);
     ``rng_`` the generator state.
 
@@ -154,15 +169,17 @@ class CBRFIFO(_CBRFull):
     - A pair with zᵀΣz ≤ 1e-12 (a duplicate of a buffered row) is skipped: α is 0/0.
     - Σ stays exactly symmetric: each update subtracts r rᵀ (r = √β·Σz), whose (i, j)
       and (j, i) entries are the same product.
-    - Evaluation order, not the equations: each pair needs Σz, z = x_t − b, which the
-      text forms from Σ (O(d²) per pair). Only a few pairs in fifty change the model,
-      so the learner keeps Σb for every buffered row b (``sbuf_``), forms Σz = Σx_t − Σb
-      in O(d), and after each update Σ ← Σ − β Σz zᵀΣ updates Σx_t and every Σb by the
-      same rank-one term. An event's updates reach Σ in one pass, fused with the next
-      event's Σx_t. The products are the direct ones up to rounding, and are recomputed
-      from Σ every ``models._config.CBR_PRODUCT_REFRESH`` events of the stream; they are
-      part of the state, so a restored learner continues bit for bit. (4x faster on 300
-      Fourier features, 1.2x at d = 54.)
+    - Evaluation order, not the equations, from ``models._config.CBR_PRODUCTS_MIN_DIM``
+      (128) dimensions on: each pair needs Σz, z = x_t − b, which the text forms from Σ
+      (O(d²) per pair). Only a few pairs in fifty change the model, so the learner keeps
+      Σb for every buffered row b (``sbuf_``), forms Σz = Σx_t − Σb in O(d), and after
+      each update Σ ← Σ − β Σz zᵀΣ updates Σx_t and every Σb by the same rank-one term;
+      an event's updates reach Σ in one pass, fused with the next event's Σx_t. The
+      products equal the direct ones up to rounding, are recomputed from Σ every
+      ``CBR_PRODUCT_REFRESH`` events of the stream, and are part of the state, so a
+      restored learner continues bit for bit. 2–4x faster on FCBR's 300 features; at
+      d = 54, where a fifth of the pairs may update, keeping 100 products current cost
+      twice what it saved, so small d forms Σz directly.
     """
 
     name = "cbr_fifo"
@@ -351,11 +368,8 @@ class _FCBR(_FullCovariance):
 
     def _allocate(self) -> dict[str, np.ndarray]:
         m = self.params["n_components"]
-        state = self._buffers(2 * m)
+        state = self._full_state(2 * m)
         state["theta_"] = draw_rff(state["rng_"], m, self.n_features, self.params["sigma"])
-        state["mu_"] = np.zeros(2 * m)
-        state["sigma_"] = np.eye(2 * m)
-        state["sbuf_"] = np.zeros((2, self.params["capacity"], 2 * m))
         return state
 
     def _features(self, X: np.ndarray) -> np.ndarray:
@@ -363,8 +377,8 @@ class _FCBR(_FullCovariance):
         return rff_map(X, self._state["theta_"], 1.0 / np.sqrt(m), True)
 
     def _learn(self, batch: Batch, y: np.ndarray, prior: np.ndarray) -> None:
-        _full_learn(self, self._features(self._dense_rows(batch)), y, prior,
-                    self.params["mean_step_scale"])
+        self._full_learn(self._features(self._dense_rows(batch)), y, prior,
+                         self.params["mean_step_scale"])
 
     def _score(self, batch: Batch) -> np.ndarray:
         return dense_scores(self._features(self._dense_rows(batch)), self._state["mu_"])

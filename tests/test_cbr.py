@@ -56,16 +56,19 @@ def test_full_cbr_matches_the_reference(kind):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "rs"])
-def test_full_cbr_matches_the_reference_past_the_product_refresh(kind):
-    """The kernel keeps Σb per buffered row and recomputes them every
-    CBR_PRODUCT_REFRESH events; a stream longer than that still matches the direct
-    products of the reference."""
-    from models._config import CBR_PRODUCT_REFRESH
+def test_full_cbr_with_buffered_products_matches_the_reference(kind):
+    """In CBR_PRODUCTS_MIN_DIM dimensions and more the kernel keeps Σb per buffered row
+    and recomputes them every CBR_PRODUCT_REFRESH events; a stream longer than that
+    still matches the direct products of the reference."""
+    from models._config import CBR_PRODUCT_REFRESH, CBR_PRODUCTS_MIN_DIM
 
-    n = 2 * CBR_PRODUCT_REFRESH + 300
-    X, y = stream(n, 5, seed=21)
-    lrn = models.create(f"cbr_{kind}", n_features=5, seed=9, C=0.5, capacity=6)
-    ref = CBRRef(5, C=0.5, eta=0.7, capacity=6, policy=POLICY[kind], seed=9)
+    d = CBR_PRODUCTS_MIN_DIM
+    n = CBR_PRODUCT_REFRESH + 400
+    X, y = stream(n, d, seed=21)
+    X /= np.sqrt(d)
+    lrn = models.create(f"cbr_{kind}", n_features=d, seed=9, C=0.5, capacity=6)
+    assert "sbuf_" in lrn.get_state()
+    ref = CBRRef(d, C=0.5, eta=0.7, capacity=6, policy=POLICY[kind], seed=9)
     for a in range(0, n, 700):
         lrn.learn(X[a:a + 700], y[a:a + 700])
     for x, t in zip(X, y, strict=True):
@@ -73,20 +76,37 @@ def test_full_cbr_matches_the_reference_past_the_product_refresh(kind):
     st_ = lrn.get_state()
     assert_close(st_["mu_"], ref.mu, what="mu")
     assert_close(st_["sigma_"], ref.sigma, what="sigma")
+    _check_buffers(st_, ref)
 
 
-@settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 700),
+def test_buffered_products_only_in_high_dimensions():
+    from models._config import CBR_PRODUCTS_MIN_DIM
+
+    small = models.create("cbr_fifo", n_features=CBR_PRODUCTS_MIN_DIM - 1)
+    assert "sbuf_" not in small.get_state()
+    big = models.create("fcbr_rs", n_features=3, n_components=CBR_PRODUCTS_MIN_DIM // 2)
+    assert big.get_state()["sbuf_"].shape == (2, 50, CBR_PRODUCTS_MIN_DIM)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 400),
        kind=st.sampled_from(["cbr_fifo", "cbr_rs", "fcbr_fifo", "fcbr_rs"]))
 def test_buffered_products_track_sigma(seed, n, kind):
     """sbuf_ holds Σb for every buffered row b (to rounding), whatever the stream.
 
     Rounding is measured against ‖b‖: Σ starts at I and only shrinks, so the updates
     that brought Σb down from b carried terms of that size."""
-    X, y = stream(n, 4, seed=seed)
-    extra = {"n_components": 5} if kind.startswith("fcbr") else {}
-    st_ = models.create(kind, n_features=4, seed=seed, C=1.0, capacity=7, **extra
-                        ).learn(X * 2, y).get_state()
+    from models._config import CBR_PRODUCTS_MIN_DIM
+
+    d = CBR_PRODUCTS_MIN_DIM
+    if kind.startswith("fcbr"):
+        X, y = stream(n, 4, seed=seed)
+        lrn = models.create(kind, n_features=4, seed=seed, C=1.0, capacity=7,
+                            n_components=d // 2)
+    else:
+        X, y = stream(n, d, seed=seed)
+        lrn = models.create(kind, n_features=d, seed=seed, C=1.0, capacity=7)
+    st_ = lrn.learn(X, y).get_state()
     for c in (0, 1):
         slots = st_["order_"][c, :min(int(st_["n_seen_"][c]), 7)]
         rows = st_["buf_"][c, slots]
@@ -95,8 +115,9 @@ def test_buffered_products_track_sigma(seed, n, kind):
 
 
 def test_a_state_without_buffered_products_is_migrated():
-    X, y = stream(300, 5, seed=4)
-    lrn = models.create("cbr_rs", n_features=5, seed=1, capacity=8).learn(X, y)
+    X, y = stream(300, 3, seed=4)
+    lrn = models.create("fcbr_rs", n_features=3, seed=1, capacity=8, n_components=64
+                        ).learn(X, y)
     old = {k: v for k, v in lrn.get_state().items() if k != "sbuf_"}
     twin = models.from_state(old)
     assert_close(twin.get_state()["sbuf_"], lrn.get_state()["sbuf_"], rtol=1e-12,
