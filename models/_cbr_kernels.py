@@ -353,6 +353,10 @@ def diag_learn_sparse(indptr, indices, values, y, mu, G, bidx, bval, bnnz, order
     """
     n = indptr.shape[0] - 1
     cap = bidx.shape[1]
+    # A 32-kbit filter of x_t's columns (4 kB, stays in L1): most of x_b's columns are
+    # not in x_t, and the filter spares each of them a lookup in the d-long ``xt``
+    # (a cache miss at d = 2^20). Skipped terms are w·0·v, so sums are unchanged.
+    seen = np.zeros(512, np.uint64)
     updates = 0
     for t in range(n):
         lo, hi = indptr[t], indptr[t + 1]
@@ -368,7 +372,9 @@ def diag_learn_sparse(indptr, indices, values, y, mu, G, bidx, bval, bnnz, order
         if size == 0:
             continue
         for k in range(lo, hi):
-            xt[indices[k]] = values[k]
+            i = indices[k]
+            xt[i] = values[k]
+            seen[(i >> 6) & 511] |= np.uint64(1) << np.uint64(i & 63)
         a_t, q_t = _row_terms(mu, G, indices, values, lo, hi, C, mode)
         for kb in range(size):
             b = order[opp, kb]
@@ -384,7 +390,8 @@ def diag_learn_sparse(indptr, indices, values, y, mu, G, bidx, bval, bnnz, order
                 w = _diag_weight(G[i], C, mode)
                 a_b += mu[i] * v
                 q_b += w * v * v
-                cross += w * xt[i] * v
+                if (seen[(i >> 6) & 511] >> np.uint64(i & 63)) & np.uint64(1):
+                    cross += w * xt[i] * v
             v_pair = (q_t + q_b) - 2.0 * cross
             if v_pair <= min_var:
                 continue
@@ -411,4 +418,5 @@ def diag_learn_sparse(indptr, indices, values, y, mu, G, bidx, bval, bnnz, order
             updates += 1
         for k in range(lo, hi):
             xt[indices[k]] = 0.0
+            seen[(indices[k] >> 6) & 511] = np.uint64(0)
     return updates
