@@ -167,8 +167,8 @@ class CBRFIFO(_CBRFull):
     - The buffer loop visits rows in insertion order, oldest to newest (the text says
       ``for x ∈ B``; storage order is undefined once a ring wraps).
     - A pair with zᵀΣz ≤ 1e-12 (a duplicate of a buffered row) is skipped: α is 0/0.
-    - Σ stays exactly symmetric: each update subtracts r rᵀ (r = √β·Σz), whose (i, j)
-      and (j, i) entries are the same product.
+    - Σ stays exactly symmetric: each update subtracts a term whose (i, j) and (j, i)
+      entries are the same floating-point product.
     - Evaluation order, not the equations, from ``models._config.CBR_PRODUCTS_MIN_DIM``
       (128) dimensions on: each pair needs Σz, z = x_t − b, which the text forms from Σ
       (O(d²) per pair). Only a few pairs in fifty change the model, so the learner keeps

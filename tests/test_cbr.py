@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import models
+from models._config import CBR_PRODUCT_REFRESH, CBR_PRODUCTS_MIN_DIM
 from models._sparse import dense_to_csr
 from tests.helpers import assert_close, stream
 from tests.reference.cbr import CBRRef, rff_sincos
@@ -41,36 +42,18 @@ def _check_buffers(state, ref):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "rs"])
-def test_full_cbr_matches_the_reference(kind):
-    X, y = stream(400, 7, seed=11)
-    X *= 0.7
-    lrn = models.create(f"cbr_{kind}", n_features=7, seed=4, C=0.8, capacity=13)
-    ref = CBRRef(7, C=0.8, eta=0.7, capacity=13, policy=POLICY[kind], seed=4)
-    lrn.learn(X[:150], y[:150]).learn(X[150:], y[150:])
-    for x, t in zip(X, y, strict=True):
-        ref.learn_one(x, t)
-    st_ = lrn.get_state()
-    assert_close(st_["mu_"], ref.mu, what="mu")
-    assert_close(st_["sigma_"], ref.sigma, what="sigma")
-    _check_buffers(st_, ref)
-
-
-@pytest.mark.parametrize("kind", ["fifo", "rs"])
-def test_full_cbr_with_buffered_products_matches_the_reference(kind):
-    """In CBR_PRODUCTS_MIN_DIM dimensions and more the kernel keeps Σb per buffered row
-    and recomputes them every CBR_PRODUCT_REFRESH events; a stream longer than that
-    still matches the direct products of the reference."""
-    from models._config import CBR_PRODUCT_REFRESH, CBR_PRODUCTS_MIN_DIM
-
-    d = CBR_PRODUCTS_MIN_DIM
-    n = CBR_PRODUCT_REFRESH + 400
-    X, y = stream(n, d, seed=21)
-    X /= np.sqrt(d)
-    lrn = models.create(f"cbr_{kind}", n_features=d, seed=9, C=0.5, capacity=6)
-    assert "sbuf_" in lrn.get_state()
-    ref = CBRRef(d, C=0.5, eta=0.7, capacity=6, policy=POLICY[kind], seed=9)
-    for a in range(0, n, 700):
-        lrn.learn(X[a:a + 700], y[a:a + 700])
+@pytest.mark.parametrize("d, n", [(7, 400), (CBR_PRODUCTS_MIN_DIM, CBR_PRODUCT_REFRESH + 400)])
+def test_full_cbr_matches_the_reference(kind, d, n):
+    """Small d forms Σz from Σ. From CBR_PRODUCTS_MIN_DIM on, the kernel keeps Σb per
+    buffered row and recomputes the products every CBR_PRODUCT_REFRESH events; a stream
+    longer than that still matches the direct products of the reference."""
+    X, y = stream(n, d, seed=11)
+    X *= 0.7 * np.sqrt(7 / d)
+    lrn = models.create(f"cbr_{kind}", n_features=d, seed=4, C=0.8, capacity=13)
+    assert ("sbuf_" in lrn.get_state()) == (d >= CBR_PRODUCTS_MIN_DIM)
+    ref = CBRRef(d, C=0.8, eta=0.7, capacity=13, policy=POLICY[kind], seed=4)
+    for start in range(0, n, 150):
+        lrn.learn(X[start:start + 150], y[start:start + 150])
     for x, t in zip(X, y, strict=True):
         ref.learn_one(x, t)
     st_ = lrn.get_state()
@@ -80,8 +63,6 @@ def test_full_cbr_with_buffered_products_matches_the_reference(kind):
 
 
 def test_buffered_products_only_in_high_dimensions():
-    from models._config import CBR_PRODUCTS_MIN_DIM
-
     small = models.create("cbr_fifo", n_features=CBR_PRODUCTS_MIN_DIM - 1)
     assert "sbuf_" not in small.get_state()
     big = models.create("fcbr_rs", n_features=3, n_components=CBR_PRODUCTS_MIN_DIM // 2)
@@ -96,8 +77,6 @@ def test_buffered_products_track_sigma(seed, n, kind):
 
     Rounding is measured against ‖b‖: Σ starts at I and only shrinks, so the updates
     that brought Σb down from b carried terms of that size."""
-    from models._config import CBR_PRODUCTS_MIN_DIM
-
     d = CBR_PRODUCTS_MIN_DIM
     if kind.startswith("fcbr"):
         X, y = stream(n, 4, seed=seed)
