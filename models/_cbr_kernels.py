@@ -92,7 +92,7 @@ def _full_step(mu, sigma, z, s, y, C, phi, psi, zeta, step_scale, min_var):
 
 @njit(cache=True, nogil=True)
 def full_learn_direct(X, y, mu, sigma, buf, order, n_seen, rng, policy, C, phi, psi, zeta,
-               step_scale, min_var, prior):
+                      step_scale, min_var, prior):
     """Full-covariance CBR (Prop. 1; Prop. 3 with ``step_scale`` = ½) over a batch,
     forming Σz from Σ for every pair: O(|B|·d²) per event. Cheaper than
     :func:`full_learn_cached` at small d, where many pairs update and keeping the

@@ -93,6 +93,23 @@ def test_buffered_products_track_sigma(seed, n, kind):
         assert (err <= 1e-12 * max(np.abs(rows).max(initial=0.0), 1e-300)).all(), c
 
 
+@pytest.mark.parametrize("kind", ["fcbr_fifo", "fcbr_rs"])
+def test_buffered_products_path_is_split_and_restore_exact(kind):
+    """Σ's deferred updates are flushed at the end of every learn call; the next call's
+    Σx_t then equals what the fused pass would have given, to the bit."""
+    X, y = stream(CBR_PRODUCT_REFRESH + 300, 3, seed=5)
+    kw = {"n_features": 3, "seed": 2, "capacity": 9, "n_components": CBR_PRODUCTS_MIN_DIM // 2}
+    whole = models.create(kind, **kw).learn(X, y).get_state()
+    part = models.create(kind, **kw)
+    r = CBR_PRODUCT_REFRESH
+    for a, b in ((0, 1), (1, 333), (333, r - 1), (r - 1, r), (r, r + 300)):
+        part = models.from_state(part.learn(X[a:b], y[a:b]).get_state())
+    got = part.get_state()
+    assert got.keys() == whole.keys()
+    for key, value in whole.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
 def test_a_state_without_buffered_products_is_migrated():
     X, y = stream(300, 3, seed=4)
     lrn = models.create("fcbr_rs", n_features=3, seed=1, capacity=8, n_components=64
