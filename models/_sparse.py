@@ -12,7 +12,9 @@ from numba import njit
 __all__ = ["canonical_csr", "csr_to_dense", "dense_to_csr"]
 
 
-_SHORT_ROW = 64  # rows up to this many entries are insertion-sorted (no allocation)
+_SHORT_ROW = 64  # rows up to this many entries are sorted in place (no allocation)
+_POS_BITS = 6  # a short row's sort key is (index << 6 | position in the row)
+_MAX_PACKED = 1 << (62 - _POS_BITS)  # indices below this fit such a key
 
 
 @njit(cache=True, nogil=True)
@@ -22,30 +24,39 @@ def _canonical_csr(indptr, indices, values):
     out_idx = np.empty(indices.shape[0], np.int64)
     out_val = np.empty(indices.shape[0], np.float64)
     key = np.empty(_SHORT_ROW, np.int64)
-    pos = np.empty(_SHORT_ROW, np.int64)
+    order = np.empty(_SHORT_ROW, np.int64)
     k = 0
     for r in range(n):
         a, b = indptr[r], indptr[r + 1]
         m = b - a
-        # Either sort is stable, so duplicates are summed in their input order: the same
-        # float result whichever one a row takes.
-        if m <= _SHORT_ROW:
+        short = m <= _SHORT_ROW
+        if short:
             for j in range(m):
-                c = indices[a + j]
-                i = j
-                while i > 0 and key[i - 1] > c:
-                    key[i] = key[i - 1]
-                    pos[i] = pos[i - 1]
-                    i -= 1
-                key[i] = c
-                pos[i] = a + j
-            order = pos[:m]
+                if indices[a + j] >= _MAX_PACKED:
+                    short = False
+                    break
+        if short:
+            # Each key's place is the number of smaller keys: m² comparisons, but without
+            # a branch to mispredict, so about twice as fast as an insertion sort on
+            # hashed rows of ~35 entries. The keys carry their positions, so they are
+            # distinct and equal indices keep their input order.
+            for j in range(m):
+                key[j] = (indices[a + j] << _POS_BITS) | j
+            for j in range(m):
+                c = key[j]
+                rank = 0
+                for i in range(m):
+                    rank += key[i] < c
+                order[rank] = a + (c & (_SHORT_ROW - 1))
+            rows = order[:m]
         else:
-            order = np.argsort(indices[a:b], kind="mergesort") + a
+            rows = np.argsort(indices[a:b], kind="mergesort") + a
+        # Both sorts are stable, so duplicates are summed in their input order: the same
+        # float result whichever one a row takes.
         last = -1
         for j in range(m):
-            col = indices[order[j]]
-            v = values[order[j]]
+            col = indices[rows[j]]
+            v = values[rows[j]]
             if col == last:
                 out_val[k - 1] += v
             else:

@@ -154,10 +154,14 @@ class Learner:
         twin.n_features = self.n_features
         twin.seed = self.seed
         twin.params = dict(self.params)
-        keys = (*self.scoring_keys, "n_seen_")
-        twin._state = {k: self._state[k].copy() for k in keys}
+        twin._state = self._scoring_state()
         twin._frozen = True
         return twin
+
+    def _scoring_state(self) -> dict[str, np.ndarray]:
+        """The state a snapshot keeps: copies of ``scoring_keys`` and ``n_seen_``. A
+        learner may keep a derived form instead, if its ``_score`` reads it."""
+        return {k: self._state[k].copy() for k in (*self.scoring_keys, "n_seen_")}
 
     def _check_not_frozen(self) -> None:
         if self._frozen:

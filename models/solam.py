@@ -169,10 +169,25 @@ class SOLAM(Learner):
                      s["aba_bar_"], s["gsum_"], s["kappa_"], s["n_seen_"], p["zeta"], p["R"],
                      p["normalize"], SOLAM_MIN_SCALE, average, prior)
 
+    def _scoring_state(self) -> dict[str, np.ndarray]:
+        """With sparse storage serving w̄, a snapshot keeps one vector, the numerator
+        c·u − Ã of w̄ = (c·u − Ã)/Γ, formed element by element as the score kernel forms
+        it, so its scores are the same bits. Scoring a hashed row then reads one array
+        instead of two; over 2^20 dimensions each read is a likely cache miss."""
+        if not (self._sparse and self.params["serve"] == "average"):
+            return super()._scoring_state()
+        s = self._state
+        return {"num_": K.lazy_numerator(s["u_"], s["atil_"], s["lazy_"][2]),
+                "gsum_": s["gsum_"].copy(), "n_seen_": s["n_seen_"].copy()}
+
     def _score(self, batch: Batch) -> np.ndarray:
         s = self._state
         average = self.params["serve"] == "average"
         normalize = self.params["normalize"]
+        if "num_" in s:  # a snapshot (see :meth:`_scoring_state`)
+            indptr, indices, values = self._csr_rows(batch)
+            return K.numerator_scores(indptr, indices, values, s["num_"], s["gsum_"][0],
+                                      normalize)
         if not self._sparse:
             w = s["wbar_"] if average else s["w_"]
             return K.dense_scores(self._dense_rows(batch), w, normalize)

@@ -307,3 +307,28 @@ def test_projections_hold_after_every_batch(seed, storage, normalize, zeta, R, s
                                         abs=1e-12 * R * R)
         if stop == n:
             break
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_sparse_snapshot_scores_the_same_bits_from_one_vector(normalize):
+    """A sparse snapshot serving w̄ keeps only the numerator c·u − Ã; its scores equal
+    the learner's to the bit, on rows with repeated indices too, and it stays frozen."""
+    rng = np.random.default_rng(5)
+    d, n = 1 << 12, 400
+    indptr = np.arange(n + 1) * 6
+    indices = rng.integers(0, 64, n * 6)  # collisions within rows
+    values = rng.normal(size=n * 6)
+    y = rng.integers(0, 2, n)
+    X = (indptr, indices, values)
+    lrn = models.create("solam", n_features=d, storage="sparse", normalize=normalize)
+    snap0 = lrn.snapshot()
+    assert np.array_equal(snap0.score(X), np.zeros(n))  # Γ = 0: v̄_0 = 0
+    lrn.learn(X, y)
+    snap = lrn.snapshot()
+    assert set(snap._state) == {"num_", "gsum_", "n_seen_"}
+    before = lrn.score(X)
+    assert snap.score(X).tobytes() == before.tobytes()
+    lrn.learn(X, 1 - y)
+    assert snap.score(X).tobytes() == before.tobytes()
+    last = models.create("solam", n_features=d, storage="sparse", serve="last").learn(X, y)
+    assert last.snapshot().score(X).tobytes() == last.score(X).tobytes()

@@ -22,8 +22,10 @@ def reference(indptr, indices, values):
     return np.array(ptr), np.array(idx, np.int64), np.array(val)
 
 
+# Small indices (many duplicates), and indices too large to pack with a position.
+columns = st.one_of(st.integers(0, 40), st.integers(2**55, 2**57 + 3))
 rows = st.lists(
-    st.lists(st.tuples(st.integers(0, 40), st.floats(-1e3, 1e3, allow_nan=False)),
+    st.lists(st.tuples(columns, st.floats(-1e3, 1e3, allow_nan=False)),
              max_size=2 * _SHORT_ROW + 5),
     min_size=1, max_size=6)
 
