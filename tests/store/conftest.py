@@ -22,7 +22,7 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
         cluster.stop()
 
 
-@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
+@pytest.fixture(params=["sqlite", "sqlite-nojson", "redis", "redis-cluster"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
     """Opens stores on one fresh backend: the same SQLite file, or the same key prefix."""
     opened: list[Store] = []
@@ -35,8 +35,10 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
 
     def make() -> Store:
         s: Store
-        if request.param == "sqlite":
+        if request.param.startswith("sqlite"):
             s = SqliteStore.in_dir(tmp_path / "data")
+            if request.param == "sqlite-nojson":  # as on an SQLite built without JSON
+                s._json_each = False
         else:
             s = fast_redis_store(url, prefix)
         opened.append(s)

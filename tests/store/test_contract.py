@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from service.store import (
     AppendResult,
@@ -273,6 +275,18 @@ def test_trim_large_keep_keeps_all_ids(store: Store, model: str) -> None:
     assert store.append(model, b"2", ids("a", 5)).entry is None
 
 
+def test_trim_of_many_ids_forgets_exactly_the_old_ones(store: Store, model: str) -> None:
+    """More ids than one trim step takes at a time (the SQLite store drops them in slices)."""
+    for b in range(3):
+        store.append(model, b"%d" % b, ids(f"b{b}-", 6_000))  # positions 1..18000
+    store.save_checkpoint(model, 18_000, b"s")
+    store.trim(model, 18_000, keep_ids=1_000)  # ids at positions <= 17000 go
+    probe = ["b0-0", "b1-5999", "b2-4999", "b2-5000", "b2-5999"]  # 1, 12000, 17000, 17001, 18000
+    assert store.append(model, b"p", probe).duplicates == (3, 4)
+    store.trim(model, 18_000, keep_ids=1_000)  # nothing more to drop
+    assert store.append(model, b"q", ["b2-5000"]).entry is None
+
+
 # -- delete ----------------------------------------------------------------------------
 
 
@@ -361,3 +375,36 @@ def test_large_batch_with_ids(store: Store, model: str) -> None:
     assert r.entry == LogEntry(n, n + n // 2 - 1, b"two", dups)
     assert store.read_log(model, n) == [r.entry]
     assert store.read_log(model, 0, limit=1)[0].payload == payload
+
+
+_id_batches = st.lists(
+    st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "c", "", "é", "x\"y", "{z}"])),
+             min_size=1, max_size=8),
+    min_size=1, max_size=6)
+_examples = itertools.count()
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=_id_batches)
+def test_dedup_matches_a_reference(store: Store, batches: list[list[str | None]]) -> None:
+    """Positions, skips and versions of any sequence of batches, against a few lines of
+    Python: every id is learned once, its first occurrence wins, None never repeats."""
+    name = f"ref{next(_examples)}"
+    store.create_model(name, CONFIG)
+    seen: set[str] = set()
+    version = 0
+    for k, batch in enumerate(batches):
+        skip = []
+        start = version
+        for i, eid in enumerate(batch):
+            if eid is not None and eid in seen:
+                skip.append(i)
+            else:
+                if eid is not None:
+                    seen.add(eid)
+                version += 1
+        payload = str(k).encode()
+        entry = LogEntry(start, version, payload, tuple(skip)) if version > start else None
+        assert store.append(name, payload, batch) == AppendResult(entry, tuple(skip), version)
+    assert store.log_bounds(name)[2] == version
