@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 import time
@@ -17,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from .api import router
 from .api.deps import BodyValidationError, PayloadTooLarge
+from .api.score_lane import ScoreLane
 from .encoding import EncodingError
 from .hosting import LogGap, ModelConfigError, ModelHost
 from .logs import configure_logging, request_id_var
@@ -124,6 +126,23 @@ def _warm_up_quietly() -> None:
         warm_up()
     except Exception:  # a warm-up failure must not stop the service
         log.exception("warm-up failed")
+    _freeze_long_lived()
+
+
+_frozen = threading.Event()
+
+
+def _freeze_long_lived() -> None:
+    """Move the objects that exist after start-up out of the collector's sight, once per
+    process. They (modules, numba's compiled kernels and type caches, the app) live as
+    long as the process; full collections that walked them took 80-90 ms, holding the
+    GIL and stalling every request in flight."""
+    if _frozen.is_set():
+        return
+    _frozen.set()
+    gc.collect()
+    gc.freeze()
+    log.info("froze %d long-lived objects out of garbage collection", gc.get_freeze_count())
 
 
 class RequestIdMiddleware:
@@ -245,6 +264,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.include_router(router)
     _install_error_handlers(app, metrics)
 
+    app.add_middleware(ScoreLane)  # inside the request ids: the lane's requests get one
     app.add_middleware(RequestIdMiddleware)
 
     def openapi() -> dict[str, Any]:

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from .encoding import EncodedBatch
-from .hashing import _murmur
+from .hashing import _murmur, _murmur_inline
 
 __all__ = ["FastRequest", "model_name", "parse_learn", "parse_score"]
 
@@ -32,6 +32,13 @@ _SP, _TAB, _LF, _CR = 32, 9, 10, 13
 _QUOTE, _BSLASH, _COLON, _COMMA = 34, 92, 58, 44
 _LBRACE, _RBRACE, _LBRACK, _RBRACK = 123, 125, 91, 93
 _MINUS, _PLUS, _DOT, _ZERO, _NINE = 45, 43, 46, 48, 57
+
+# Indexing with an unsigned integer spares numba the negative-index wrap-around test on
+# every byte read (positions here are never negative): scanning ran ~1.6x faster.
+_u = np.uint64
+# The helpers below that allocate nothing compile with ``_nrt=False``: with numba's
+# reference counting, every call of a non-inlined helper counted its array arguments up
+# and down with atomic operations, a third of a whole scan (perf).
 
 _TWO53 = 9007199254740992
 _POW10 = np.array([10.0**k for k in range(23)])
@@ -52,21 +59,21 @@ class FastRequest:
 @njit(cache=True, nogil=True, inline="always")
 def _ws(b, p):
     n = b.shape[0]
-    while p < n and (b[p] == _SP or b[p] == _LF or b[p] == _CR or b[p] == _TAB):
+    while p < n and (b[_u(p)] == _SP or b[_u(p)] == _LF or b[_u(p)] == _CR or b[_u(p)] == _TAB):
         p += 1
     return p
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _string(b, p):
     """A string without escapes at b[p] == '"': (start, end, next) or (-1, -1, -1)."""
     n = b.shape[0]
-    if p >= n or b[p] != _QUOTE:
+    if p >= n or b[_u(p)] != _QUOTE:
         return -1, -1, -1
     p += 1
     s = p
     while p < n:
-        c = b[p]
+        c = b[_u(p)]
         if c == _QUOTE:
             return s, p, p + 1
         if c == _BSLASH or c < 32:
@@ -75,56 +82,56 @@ def _string(b, p):
     return -1, -1, -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _number(b, p, pow10):
     """A JSON number at p: (value, is_integer, next, ok). ok is False to give up."""
     n = b.shape[0]
     neg = False
-    if p < n and b[p] == _MINUS:
+    if p < n and b[_u(p)] == _MINUS:
         neg = True
         p += 1
-    if p >= n or b[p] < _ZERO or b[p] > _NINE:
+    if p >= n or b[_u(p)] < _ZERO or b[_u(p)] > _NINE:
         return 0.0, False, p, False
     mant = 0
     digits = 0
     exp10 = 0
     is_int = True
-    if b[p] == _ZERO:
+    if b[_u(p)] == _ZERO:
         p += 1
-        if p < n and _ZERO <= b[p] <= _NINE:
+        if p < n and _ZERO <= b[_u(p)] <= _NINE:
             return 0.0, False, p, False  # a leading zero: invalid JSON
     else:
-        while p < n and _ZERO <= b[p] <= _NINE:
-            mant = mant * 10 + (b[p] - _ZERO)
+        while p < n and _ZERO <= b[_u(p)] <= _NINE:
+            mant = mant * 10 + (b[_u(p)] - _ZERO)
             digits += 1
             if digits > 18:
                 return 0.0, False, p, False
             p += 1
-    if p < n and b[p] == _DOT:
+    if p < n and b[_u(p)] == _DOT:
         is_int = False
         p += 1
-        if p >= n or b[p] < _ZERO or b[p] > _NINE:
+        if p >= n or b[_u(p)] < _ZERO or b[_u(p)] > _NINE:
             return 0.0, False, p, False
-        while p < n and _ZERO <= b[p] <= _NINE:
-            if mant or b[p] != _ZERO:
+        while p < n and _ZERO <= b[_u(p)] <= _NINE:
+            if mant or b[_u(p)] != _ZERO:
                 digits += 1
-            mant = mant * 10 + (b[p] - _ZERO)
+            mant = mant * 10 + (b[_u(p)] - _ZERO)
             exp10 -= 1
             if digits > 18:
                 return 0.0, False, p, False
             p += 1
-    if p < n and (b[p] == 101 or b[p] == 69):  # e, E
+    if p < n and (b[_u(p)] == 101 or b[_u(p)] == 69):  # e, E
         is_int = False
         p += 1
         eneg = False
-        if p < n and (b[p] == _PLUS or b[p] == _MINUS):
-            eneg = b[p] == _MINUS
+        if p < n and (b[_u(p)] == _PLUS or b[_u(p)] == _MINUS):
+            eneg = b[_u(p)] == _MINUS
             p += 1
-        if p >= n or b[p] < _ZERO or b[p] > _NINE:
+        if p >= n or b[_u(p)] < _ZERO or b[_u(p)] > _NINE:
             return 0.0, False, p, False
         e = 0
-        while p < n and _ZERO <= b[p] <= _NINE:
-            e = e * 10 + (b[p] - _ZERO)
+        while p < n and _ZERO <= b[_u(p)] <= _NINE:
+            e = e * 10 + (b[_u(p)] - _ZERO)
             if e > 400:
                 return 0.0, False, p, False
             p += 1
@@ -151,7 +158,18 @@ def _is(b, s, e, word):
     if e - s != word.shape[0]:
         return False
     for k in range(e - s):
-        if b[s + k] != word[k]:
+        if b[_u(s + k)] != word[_u(k)]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same(b, s1, e1, s2, e2):
+    """b[s1:e1] equals b[s2:e2]."""
+    if e1 - s1 != e2 - s2:
+        return False
+    for k in range(e1 - s1):
+        if b[_u(s1 + k)] != b[_u(s2 + k)]:
             return False
     return True
 
@@ -162,96 +180,122 @@ def _literal(b, p, word):
     if p + word.shape[0] > n:
         return False
     for k in range(word.shape[0]):
-        if b[p + k] != word[k]:
+        if b[_u(p + k)] != word[_u(k)]:
             return False
     return True
 
 
-@njit(cache=True, nogil=True)
-def _name_hash(b, s, e):
-    return _murmur(b, s, e - s, 0)
-
-
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _hash_pair(b, ns, ne, vs, ve, seed, scratch):
     """MurmurHash3 of the bytes name + '=' + value without building a string."""
     k = 0
     for j in range(ns, ne):
-        scratch[k] = b[j]
+        scratch[_u(k)] = b[_u(j)]
         k += 1
-    scratch[k] = 61  # '='
+    scratch[_u(k)] = 61  # '='
     k += 1
     for j in range(vs, ve):
-        scratch[k] = b[j]
+        scratch[_u(k)] = b[_u(j)]
         k += 1
-    return _murmur(scratch, 0, k, seed)
+    return _murmur_inline(scratch, 0, k, seed)
 
 
-@njit(cache=True, nogil=True)
-def _seen_before(hashes, starts, ends, count, b, s, e, h):
-    """Whether the key b[s:e] (hash h) occurred among the ``count`` keys recorded."""
-    for j in range(count):
-        if hashes[j] == h and _is(b, starts[j], ends[j], b[s:e]):
-            return True
-    return False
+@njit(cache=True, nogil=True, _nrt=False)
+def _key(b, p):
+    """A key without escapes at b[p] == '"': (start, end, next, hash) or (-1, -1, -1, 0).
+
+    The hash (FNV-1a, computed while scanning) only finds duplicate keys; feature
+    indices use MurmurHash3.
+    """
+    n = b.shape[0]
+    if p >= n or b[_u(p)] != _QUOTE:
+        return -1, -1, -1, 0
+    p += 1
+    s = p
+    h = 2166136261
+    while p < n:
+        c = b[_u(p)]
+        if c == _QUOTE:
+            return s, p, p + 1, h
+        if c == _BSLASH or c < 32:
+            return -1, -1, -1, 0
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+        p += 1
+    return -1, -1, -1, 0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _first_time(table, stamp, b, s, e, h):
+    """Record the key b[s:e] (hash h) in the object stamped ``stamp`` (its position in
+    the body); False if that object already has it.
+
+    ``table`` is an open-addressing hash table, a row (stamp, start, end, hash) per slot.
+    A slot holding another object's stamp counts as free, so the table is never cleared;
+    at most half of it is ever in use by one object, so a probe always ends.
+    """
+    mask = table.shape[0] - 1
+    slot = h & mask
+    while table[slot, 0] == stamp:
+        if table[slot, 3] == h and _same(b, table[slot, 1], table[slot, 2], s, e):
+            return False
+        slot = (slot + 1) & mask
+    table[slot, 0] = stamp
+    table[slot, 1] = s
+    table[slot, 2] = e
+    table[slot, 3] = h
+    return True
 
 
 # ----------------------------------------------------------------------------- features
-@njit(cache=True, nogil=True)
-def _features(b, p, mask, pow10, words, out_idx, out_val, nf, scratch, keyh, keys, keye):
+@njit(cache=True, nogil=True, _nrt=False)
+def _features(b, p, mask, pow10, words, out_idx, out_val, nf, scratch, keys_top, keys_ns):
     """Parse a features object at p into (index, value) pairs from nf on.
 
     Returns (next position, new nf) or (-1, nf) to give up. Duplicate names within an
-    object give up too: the regular path keeps only the last one.
+    object give up too: the regular path keeps only the last one. ``keys_top`` and
+    ``keys_ns`` are the duplicate-key tables of the object and of its namespaces.
     """
     W_TRUE, W_FALSE, W_NULL = words[0], words[1], words[2]
+    max_keys = keys_top.shape[0] // 2
     p = _ws(b, p)
-    if p >= b.shape[0] or b[p] != _LBRACE:
+    if p >= b.shape[0] or b[_u(p)] != _LBRACE:
         return -1, nf
+    obj = p
     p = _ws(b, p + 1)
-    if p < b.shape[0] and b[p] == _RBRACE:
+    if p < b.shape[0] and b[_u(p)] == _RBRACE:
         return p + 1, nf
     nkeys = 0
     while True:
-        ks, ke, p = _string(b, p)
+        ks, ke, p, h = _key(b, p)
         if ks < 0:
             return -1, nf
-        h = _name_hash(b, ks, ke)
-        if nkeys >= keyh.shape[0] or _seen_before(keyh, keys, keye, nkeys, b, ks, ke, h):
-            return -1, nf
-        keyh[nkeys] = h
-        keys[nkeys] = ks
-        keye[nkeys] = ke
         nkeys += 1
+        if nkeys > max_keys or not _first_time(keys_top, obj, b, ks, ke, h):
+            return -1, nf
         p = _ws(b, p)
-        if p >= b.shape[0] or b[p] != _COLON:
+        if p >= b.shape[0] or b[_u(p)] != _COLON:
             return -1, nf
         p = _ws(b, p + 1)
         if p >= b.shape[0]:
             return -1, nf
-        c = b[p]
+        c = b[_u(p)]
         if c == _LBRACE:  # a namespace: one level of scalars
             seed = _murmur(b, ks, ke - ks, 0)
+            ns = p
             p = _ws(b, p + 1)
-            if p < b.shape[0] and b[p] == _RBRACE:
+            if p < b.shape[0] and b[_u(p)] == _RBRACE:
                 p += 1
             else:
-                sub_start = nkeys
+                nsub = 0
                 while True:
-                    ss, se, p = _string(b, p)
+                    ss, se, p, sh = _key(b, p)
                     if ss < 0:
                         return -1, nf
-                    sh = _name_hash(b, ss, se)
-                    if nkeys >= keyh.shape[0] or _seen_before(
-                            keyh[sub_start:], keys[sub_start:], keye[sub_start:],
-                            nkeys - sub_start, b, ss, se, sh):
+                    nsub += 1  # names inside a namespace only clash among themselves
+                    if nsub > max_keys or not _first_time(keys_ns, ns, b, ss, se, sh):
                         return -1, nf
-                    keyh[nkeys] = sh
-                    keys[nkeys] = ss
-                    keye[nkeys] = se
-                    nkeys += 1
                     p = _ws(b, p)
-                    if p >= b.shape[0] or b[p] != _COLON:
+                    if p >= b.shape[0] or b[_u(p)] != _COLON:
                         return -1, nf
                     p = _ws(b, p + 1)
                     p, nf = _scalar(b, p, ss, se, seed, mask, pow10, W_TRUE, W_FALSE,
@@ -259,36 +303,35 @@ def _features(b, p, mask, pow10, words, out_idx, out_val, nf, scratch, keyh, key
                     if p < 0:
                         return -1, nf
                     p = _ws(b, p)
-                    if p < b.shape[0] and b[p] == _COMMA:
+                    if p < b.shape[0] and b[_u(p)] == _COMMA:
                         p = _ws(b, p + 1)
                         continue
-                    if p < b.shape[0] and b[p] == _RBRACE:
+                    if p < b.shape[0] and b[_u(p)] == _RBRACE:
                         p += 1
                         break
                     return -1, nf
-                nkeys = sub_start  # names inside a namespace only clash among themselves
         else:
             p, nf = _scalar(b, p, ks, ke, 0, mask, pow10, W_TRUE, W_FALSE, W_NULL, out_idx,
                             out_val, nf, scratch)
             if p < 0:
                 return -1, nf
         p = _ws(b, p)
-        if p < b.shape[0] and b[p] == _COMMA:
+        if p < b.shape[0] and b[_u(p)] == _COMMA:
             p = _ws(b, p + 1)
             continue
-        if p < b.shape[0] and b[p] == _RBRACE:
+        if p < b.shape[0] and b[_u(p)] == _RBRACE:
             return p + 1, nf
         return -1, nf
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _scalar(b, p, ks, ke, seed, mask, pow10, w_true, w_false, w_null, out_idx, out_val, nf,
             scratch):
     """One named value: a string (name=value, 1.0), a number (name, value), true (name,
     1.0), false/null (absent). Returns (next, nf) or (-1, nf)."""
     if p >= b.shape[0] or nf >= out_idx.shape[0]:
         return -1, nf
-    c = b[p]
+    c = b[_u(p)]
     if c == _QUOTE:
         vs, ve, p = _string(b, p)
         if vs < 0 or (ke - ks) + 1 + (ve - vs) > scratch.shape[0]:
@@ -331,9 +374,8 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
     vals = np.empty(cap_f)
     X = np.empty((cap_items if not hashed else 0, dim))
     scratch = np.empty(4096, np.uint8)
-    keyh = np.empty(512, np.uint32)
-    keys = np.empty(512, np.int64)
-    keye = np.empty(512, np.int64)
+    keys_top = np.full((1024, 4), -1, np.int64)  # at most 512 keys per object
+    keys_ns = np.full((1024, 4), -1, np.int64)
     fail = (False, 0, -1, -1, -1, labels, id_spans, indptr, idx, vals, X)
     w_model, w_events, w_items, w_topk = words[3], words[4], words[5], words[6]
     w_x, w_features, w_label, w_id = words[7], words[8], words[9], words[10]
@@ -346,7 +388,7 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
     count = 0
     nf = 0
     p = _ws(b, 0)
-    if p >= n or b[p] != _LBRACE:
+    if p >= n or b[_u(p)] != _LBRACE:
         return fail
     p = _ws(b, p + 1)
     while True:
@@ -354,7 +396,7 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
         if ks < 0:
             return fail
         p = _ws(b, p)
-        if p >= n or b[p] != _COLON:
+        if p >= n or b[_u(p)] != _COLON:
             return fail
         p = _ws(b, p + 1)
         if _is(b, ks, ke, w_model):
@@ -375,14 +417,14 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                     return fail
                 top_k = int(v)
         elif (learn and _is(b, ks, ke, w_events)) or (not learn and _is(b, ks, ke, w_items)):
-            if seen_list or p >= n or b[p] != _LBRACK:
+            if seen_list or p >= n or b[_u(p)] != _LBRACK:
                 return fail
             seen_list = True
             p = _ws(b, p + 1)
-            if p < n and b[p] == _RBRACK:
+            if p < n and b[_u(p)] == _RBRACK:
                 return fail  # an empty list: the regular path words the error
             while True:  # one event / item
-                if count >= max_items or p >= n or b[p] != _LBRACE:
+                if count >= max_items or p >= n or b[_u(p)] != _LBRACE:
                     return fail
                 p = _ws(b, p + 1)
                 got_label = False
@@ -393,7 +435,7 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                     if fs < 0:
                         return fail
                     p = _ws(b, p)
-                    if p >= n or b[p] != _COLON:
+                    if p >= n or b[_u(p)] != _COLON:
                         return fail
                     p = _ws(b, p + 1)
                     if learn and _is(b, fs, fe, w_label):
@@ -422,7 +464,7 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                             if s0 < 0 or s1 == s0 or s1 - s0 > 256:
                                 return fail
                             for j in range(s0, s1):
-                                if b[j] >= 128:
+                                if b[_u(j)] >= 128:
                                     return fail  # non-ASCII: lengths are in characters
                             id_spans[count, 0] = s0
                             id_spans[count, 1] = s1
@@ -431,11 +473,11 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                             return fail
                         got_vec = True
                         p, nf = _features(b, p, mask, pow10, words, idx, vals, nf, scratch,
-                                          keyh, keys, keye)
+                                          keys_top, keys_ns)
                         if p < 0:
                             return fail
                     elif not hashed and _is(b, fs, fe, w_x):
-                        if got_vec or p >= n or b[p] != _LBRACK:
+                        if got_vec or p >= n or b[_u(p)] != _LBRACK:
                             return fail
                         got_vec = True
                         p = _ws(b, p + 1)
@@ -447,10 +489,10 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                             X[count, k] = v
                             k += 1
                             p = _ws(b, p)
-                            if p < n and b[p] == _COMMA:
+                            if p < n and b[_u(p)] == _COMMA:
                                 p = _ws(b, p + 1)
                                 continue
-                            if p < n and b[p] == _RBRACK:
+                            if p < n and b[_u(p)] == _RBRACK:
                                 p += 1
                                 break
                             return fail
@@ -459,10 +501,10 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                     else:
                         return fail
                     p = _ws(b, p)
-                    if p < n and b[p] == _COMMA:
+                    if p < n and b[_u(p)] == _COMMA:
                         p = _ws(b, p + 1)
                         continue
-                    if p < n and b[p] == _RBRACE:
+                    if p < n and b[_u(p)] == _RBRACE:
                         p += 1
                         break
                     return fail
@@ -471,20 +513,20 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                 count += 1
                 indptr[count] = nf
                 p = _ws(b, p)
-                if p < n and b[p] == _COMMA:
+                if p < n and b[_u(p)] == _COMMA:
                     p = _ws(b, p + 1)
                     continue
-                if p < n and b[p] == _RBRACK:
+                if p < n and b[_u(p)] == _RBRACK:
                     p += 1
                     break
                 return fail
         else:
             return fail
         p = _ws(b, p)
-        if p < n and b[p] == _COMMA:
+        if p < n and b[_u(p)] == _COMMA:
             p = _ws(b, p + 1)
             continue
-        if p < n and b[p] == _RBRACE:
+        if p < n and b[_u(p)] == _RBRACE:
             p = _ws(b, p + 1)
             break
         return fail
@@ -493,17 +535,17 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
     return (True, count, ms, me, top_k, labels, id_spans, indptr, idx, vals, X)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _skip(b, p):
     """The position after the JSON value at p (strings may hold escapes), or -1."""
     n = b.shape[0]
     depth = 0
     while p < n:
-        c = b[p]
+        c = b[_u(p)]
         if c == _QUOTE:
             p += 1
-            while p < n and b[p] != _QUOTE:
-                p += 2 if b[p] == _BSLASH else 1
+            while p < n and b[_u(p)] != _QUOTE:
+                p += 2 if b[_u(p)] == _BSLASH else 1
             p += 1
         elif c == _LBRACE or c == _LBRACK:
             depth += 1
@@ -522,12 +564,12 @@ def _skip(b, p):
     return p if depth == 0 else -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _find_model(b, w_model):
     """The span of the top-level "model" string (usually the first key), or (-1, -1)."""
     n = b.shape[0]
     p = _ws(b, 0)
-    if p >= n or b[p] != _LBRACE:
+    if p >= n or b[_u(p)] != _LBRACE:
         return -1, -1
     p = _ws(b, p + 1)
     while p < n:
@@ -535,7 +577,7 @@ def _find_model(b, w_model):
         if ks < 0:
             return -1, -1
         p = _ws(b, p)
-        if p >= n or b[p] != _COLON:
+        if p >= n or b[_u(p)] != _COLON:
             return -1, -1
         p = _ws(b, p + 1)
         if _is(b, ks, ke, w_model):
@@ -545,7 +587,7 @@ def _find_model(b, w_model):
         if p < 0:
             return -1, -1
         p = _ws(b, p)
-        if p >= n or b[p] != _COMMA:
+        if p >= n or b[_u(p)] != _COMMA:
             return -1, -1
         p = _ws(b, p + 1)
     return -1, -1
@@ -567,6 +609,42 @@ _WORDS = tuple(np.frombuffer(w.encode(), np.uint8).copy() for w in (
     "id"))
 
 
+@njit(cache=True, nogil=True)
+def _join_ids(b, spans):
+    """The ids' bytes, each followed by a NUL (which a parsed id cannot contain)."""
+    total = 0
+    for i in range(spans.shape[0]):
+        if spans[i, 0] >= 0:
+            total += spans[i, 1] - spans[i, 0] + 1
+    out = np.empty(total, np.uint8)
+    k = 0
+    for i in range(spans.shape[0]):
+        if spans[i, 0] >= 0:
+            for j in range(spans[i, 0], spans[i, 1]):
+                out[k] = b[_u(j)]
+                k += 1
+            out[k] = 0
+            k += 1
+    return out
+
+
+def _ids(buf: np.ndarray, spans: np.ndarray) -> list[str | None]:
+    """Event ids (ASCII, checked by the scan) from their spans; None where absent.
+
+    One decode and split for all of them: a slice-and-decode per id cost ~0.15 ms of
+    GIL time per 500 events.
+    """
+    have = spans[:, 0] >= 0
+    if not have.any():
+        return [None] * spans.shape[0]
+    ids: list[str | None] = _join_ids(buf, spans).tobytes().decode("ascii").split("\0")
+    ids.pop()  # after the last NUL
+    if have.all():
+        return ids
+    it = iter(ids)
+    return [next(it) if h else None for h in have.tolist()]
+
+
 def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | None:
     buf = np.frombuffer(body, np.uint8)
     hashed = spec["kind"] == "hashed"
@@ -583,7 +661,7 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | 
         model = body[ms:me].decode()
     except UnicodeDecodeError:
         return None
-    ids = [None if a < 0 else body[a:e].decode() for a, e in id_spans[:n].tolist()]
+    ids = _ids(buf, id_spans[:n])
     if hashed:
         nf = int(indptr[n])
         batch = EncodedBatch(n=n, indptr=indptr[: n + 1].copy(), indices=idx[:nf].copy(),

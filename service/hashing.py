@@ -15,6 +15,8 @@ __all__ = ["murmur3_32", "murmur3_32_many"]
 
 # numba widens uint32 arithmetic to 64 bits, so every product and sum is masked back.
 _M32 = np.uint64(0xFFFFFFFF)
+# An unsigned index spares numba the negative-index wrap-around test on each byte read.
+_u = np.uint64
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -28,7 +30,7 @@ def _rotl32(x, r):
     return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _murmur(data, start, length, seed):
     c1 = np.uint64(0xCC9E2D51)
     c2 = np.uint64(0x1B873593)
@@ -36,9 +38,9 @@ def _murmur(data, start, length, seed):
     n_blocks = length // 4
     for b in range(n_blocks):
         i = start + 4 * b
-        k = (np.uint64(data[i]) | (np.uint64(data[i + 1]) << np.uint64(8))
-             | (np.uint64(data[i + 2]) << np.uint64(16))
-             | (np.uint64(data[i + 3]) << np.uint64(24)))
+        k = (np.uint64(data[_u(i)]) | (np.uint64(data[_u(i + 1)]) << np.uint64(8))
+             | (np.uint64(data[_u(i + 2)]) << np.uint64(16))
+             | (np.uint64(data[_u(i + 3)]) << np.uint64(24)))
         k = _mul32(_rotl32(_mul32(k, c1), 15), c2)
         h = _rotl32(h ^ k, 13)
         h = (_mul32(h, 5) + np.uint64(0xE6546B64)) & _M32
@@ -46,11 +48,11 @@ def _murmur(data, start, length, seed):
     rem = length & 3
     k = np.uint64(0)
     if rem >= 3:
-        k ^= np.uint64(data[tail + 2]) << np.uint64(16)
+        k ^= np.uint64(data[_u(tail + 2)]) << np.uint64(16)
     if rem >= 2:
-        k ^= np.uint64(data[tail + 1]) << np.uint64(8)
+        k ^= np.uint64(data[_u(tail + 1)]) << np.uint64(8)
     if rem >= 1:
-        k ^= np.uint64(data[tail])
+        k ^= np.uint64(data[_u(tail)])
         h ^= _mul32(_rotl32(_mul32(k, c1), 15), c2)
     h ^= np.uint64(length)
     h ^= h >> np.uint64(16)
@@ -59,6 +61,10 @@ def _murmur(data, start, length, seed):
     h = _mul32(h, 0xC2B2AE35)
     h ^= h >> np.uint64(16)
     return h
+
+
+# The same function for callers that want it inlined (the JSON scan's hot loop).
+_murmur_inline = njit(cache=True, nogil=True, inline="always")(_murmur.py_func)
 
 
 @njit(cache=True, nogil=True)

@@ -35,6 +35,7 @@ log = logging.getLogger("aucstream.hosting")
 
 _LABELS = ("negative", "positive")
 _REPLAY_PAGE = 500  # log entries read per store call while catching up
+_REFRESH_WAIT = 0.05  # seconds a stale snapshot waits for a lock holder that is not applying
 
 
 class ModelConfigError(ValueError):
@@ -123,6 +124,7 @@ class HostedModel:
         self.checkpoint_time: float | None = None
         self.checkpoint_attempt = time.monotonic()
         self.lock = threading.Lock()
+        self._applying = False  # a batch is being applied under the lock
         self._pending: dict[int, tuple[LogEntry, tuple[np.ndarray, Any]]] = {}
         self._snapshot = self._make_snapshot()
 
@@ -134,10 +136,16 @@ class HostedModel:
 
     @property
     def snapshot(self) -> Snapshot:
-        """The latest published snapshot, refreshed first if it is behind and the applier
-        is idle; scoring never waits for a batch being applied."""
+        """The latest published snapshot, refreshed first if it is behind and no batch is
+        being applied; scoring never waits for a batch being applied.
+
+        Other holders of the lock (a checkpoint copying the state, the sync loop reading
+        the log) hold it briefly, so a stale snapshot waits up to ``_REFRESH_WAIT`` for
+        them: a score that follows an acknowledged learn on an idle model sees it.
+        """
         snap = self._snapshot
-        if snap.version != self.version and self.lock.acquire(blocking=False):
+        wait = 0.0 if self._applying else _REFRESH_WAIT
+        if snap.version != self.version and self.lock.acquire(timeout=wait):
             try:
                 if self._snapshot.version != self.version:
                     self._snapshot = self._make_snapshot()
@@ -169,32 +177,41 @@ class HostedModel:
     def catch_up(self, store: Store, upto: int | None, metrics: Metrics | None) -> None:
         """Apply log entries in order until ``version >= upto`` (None: the log's end)."""
         with self.lock:
-            before = self.version
-            while upto is None or self.version < upto:
-                pending = self._pending.pop(self.version, None)
-                if pending is not None:
-                    self._apply(pending[0], pending[1], metrics)
+            self._applying = bool(self._pending)  # this process's own entries wait
+            try:
+                self._catch_up(store, upto, metrics)
+            finally:
+                self._applying = False
+
+    def _catch_up(self, store: Store, upto: int | None, metrics: Metrics | None) -> None:
+        """The body of :meth:`catch_up` (the caller holds the lock)."""
+        before = self.version
+        while upto is None or self.version < upto:
+            pending = self._pending.pop(self.version, None)
+            if pending is not None:
+                self._apply(pending[0], pending[1], metrics)
+                continue
+            entries = store.read_log(self.name, self.version, _REPLAY_PAGE)
+            if not entries:
+                break
+            if entries[0].start > self.version:
+                self._reload(store, entries[0].start)
+                continue
+            for entry in entries:
+                if entry.end <= self.version:
                     continue
-                entries = store.read_log(self.name, self.version, _REPLAY_PAGE)
-                if not entries:
-                    break
-                if entries[0].start > self.version:
-                    self._reload(store, entries[0].start)
-                    continue
-                for entry in entries:
-                    if entry.end <= self.version:
-                        continue
-                    mine = self._pending.pop(entry.start, None)
-                    self._apply(entry, mine[1] if mine else decode_batch(entry.payload), metrics)
-            for start in [s for s in self._pending if s < self.version]:
-                del self._pending[start]
-            if self.version != before:
-                self._publish()
+                mine = self._pending.pop(entry.start, None)
+                self._apply(entry, mine[1] if mine else decode_batch(entry.payload), metrics)
+        for start in [s for s in self._pending if s < self.version]:
+            del self._pending[start]
+        if self.version != before:
+            self._publish()
 
     def _apply(self, entry: LogEntry, batch: tuple[np.ndarray, Any], metrics: Metrics | None):
         if entry.start != self.version:
             raise LogGap(f"model {self.name!r}: expected an entry starting at {self.version}, "
                          f"got {entry.start}")
+        self._applying = True  # read by scoring, which never waits for a batch
         y, X = batch
         if entry.skip:
             keep = np.ones(y.shape[0], bool)
@@ -345,9 +362,9 @@ class ModelHost:
                 model = self._load(self.store.get_config(name))
             return model
 
-    def has(self, name: str | None) -> bool:
-        """Whether the model is loaded in this process (no store access)."""
-        return name is not None and name in self._models
+    def loaded(self, name: str) -> HostedModel | None:
+        """The model if it is loaded in this process (no store access), else None."""
+        return self._models.get(name)
 
     def find(self, name: str) -> HostedModel | None:
         """The model, or None if there is no such model."""
@@ -447,7 +464,9 @@ class ModelHost:
                 with self._lock:
                     self._models.pop(name, None)
                 continue
-            model.catch_up(self.store, None, self.metrics)
+            _, _, end = self.store.log_bounds(name)
+            if end > model.version:  # entries of other replicas: the lock only then
+                model.catch_up(self.store, None, self.metrics)
         now = time.monotonic()
         for model in list(self._models.values()):
             model.publish_if_stale()

@@ -16,7 +16,9 @@ __all__ = [
     "ReadAuth",
     "SettingsDep",
     "WriteAuth",
+    "check_count",
     "json_body",
+    "key_allows",
     "read_body",
     "validate_json",
 ]
@@ -36,8 +38,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 HostDep = Annotated[ModelHost, Depends(get_host)]
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
+def _bearer(header: str) -> str | None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
         return None
@@ -52,10 +53,21 @@ def _matches(token: str, keys: frozenset[str]) -> bool:
     return found
 
 
+def key_allows(authorization: str, settings: Settings, write: bool) -> bool:
+    """Whether an ``Authorization`` header value carries a key allowed to write
+    (``write``) or to read; the route's dependency words the refusals."""
+    token = _bearer(authorization)
+    if token is None:
+        return False
+    if _matches(token, settings.write_key_set()):
+        return True
+    return not write and _matches(token, settings.read_key_set())
+
+
 def _authorize(request: Request, settings: Settings, write: bool) -> None:
     if not settings.auth_enabled:
         return
-    token = _bearer(request)
+    token = _bearer(request.headers.get("authorization", ""))
     if token is None:
         raise HTTPException(401, "Missing bearer token: send 'Authorization: Bearer <key>'.",
                             headers={"WWW-Authenticate": "Bearer"})
@@ -84,6 +96,12 @@ class PayloadTooLarge(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def check_count(n: int, noun: str, limit: int) -> None:
+    """Refuse (413) a request carrying more than ``limit`` events or items."""
+    if n > limit:
+        raise PayloadTooLarge(f"{n} {noun} exceed the limit of {limit} per request.")
 
 
 async def read_body(request: Request, limit: int) -> bytes:

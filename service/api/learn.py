@@ -16,9 +16,9 @@ from ..schemas import MODEL_NAME, ErrorBody, LearnRequest, LearnResponse
 from ..settings import Settings
 from .deps import (
     HostDep,
-    PayloadTooLarge,
     SettingsDep,
     WriteAuth,
+    check_count,
     json_body,
     read_body,
     validate_json,
@@ -41,10 +41,7 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> LearnResponse:
         batch, y, ids = fast.batch, fast.labels, fast.ids
     else:  # the regular path: full validation, every error worded
         req = validate_json(body, LearnRequest)
-        if len(req.events) > settings.max_events_per_request:
-            raise PayloadTooLarge(
-                f"{len(req.events)} events exceed the limit of "
-                f"{settings.max_events_per_request} per request.")
+        check_count(len(req.events), "events", settings.max_events_per_request)
         model = host.get(req.model)
         batch = model.encoder.encode(req.events)
         y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))

@@ -11,14 +11,15 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from .. import fastjson
-from ..hosting import ModelHost
+from ..encoding import EncodedBatch
+from ..hosting import HostedModel, ModelHost
 from ..schemas import MODEL_NAME, ErrorBody, ScoreRequest, ScoreResponse
 from ..settings import Settings
 from .deps import (
     HostDep,
-    PayloadTooLarge,
     ReadAuth,
     SettingsDep,
+    check_count,
     json_body,
     read_body,
     validate_json,
@@ -29,25 +30,25 @@ router = APIRouter(tags=["score"])
 _NAME = re.compile(MODEL_NAME)
 
 
-def _score(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse:
+def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse | None:
+    """Score a well-formed body for a model loaded in this process, or None: then the
+    regular path decides (a model to load from the store, an error to word, a body the
+    fast parser leaves to pydantic). Never touches the store, so it runs inline."""
     started = time.perf_counter()
     name = fastjson.model_name(body)
-    fast = None
-    if name is not None and _NAME.match(name):
-        model = host.find(name)  # unknown: the regular path validates first, then 404s
-        fast = model and fastjson.parse_score(body, model.config["features"],
-                                    settings.max_events_per_request)
-    if fast is not None:
-        batch, top_k = fast.batch, fast.top_k
-    else:  # the regular path: full validation, every error worded
-        req = validate_json(body, ScoreRequest)
-        if len(req.items) > settings.max_events_per_request:
-            raise PayloadTooLarge(
-                f"{len(req.items)} items exceed the limit of "
-                f"{settings.max_events_per_request} per request.")
-        model = host.get(req.model)
-        batch = model.encoder.encode(req.items, field="items")
-        top_k = req.top_k
+    if name is None or not _NAME.match(name):
+        return None
+    model = host.loaded(name)
+    if model is None:
+        return None
+    fast = fastjson.parse_score(body, model.config["features"], settings.max_events_per_request)
+    if fast is None:
+        return None
+    return _rank(model, fast.batch, fast.top_k, started, host)
+
+
+def _rank(model: HostedModel, batch: EncodedBatch, top_k: int | None, started: float,
+          host: ModelHost) -> ScoreResponse:
     snap = model.snapshot  # immutable: never a half-applied batch
     scores = snap.score(batch)
     order = np.argsort(-scores, kind="stable")
@@ -55,6 +56,16 @@ def _score(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse:
         order = order[:top_k]
     host.metrics.score_latency.labels(model.name).observe(time.perf_counter() - started)
     return ScoreResponse(scores=scores.tolist(), ranking=order.tolist(), version=snap.version)
+
+
+def _score(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse:
+    """The regular path: full validation, every error worded; may load the model."""
+    started = time.perf_counter()
+    req = validate_json(body, ScoreRequest)
+    check_count(len(req.items), "items", settings.max_events_per_request)
+    model = host.get(req.model)
+    batch = model.encoder.encode(req.items, field="items")
+    return _rank(model, batch, req.top_k, started, host)
 
 
 @router.post(
@@ -69,10 +80,8 @@ async def score(request: Request, host: HostDep, settings: SettingsDep) -> Any:
     Scoring never changes the model and works from memory when the store is down.
     """
     body = await read_body(request, settings.max_body_bytes)
-    if host.has(fastjson.model_name(body)):
-        # A loaded model scores in about a millisecond from memory: handing that to a
-        # worker thread cost more than the work (thread wake-ups dominated profiles).
-        out = _score(body, host, settings)
-    else:  # may have to load a model from the store first
-        out = await run_in_threadpool(_score, body, host, settings)
+    # The common case (a well-formed body for a loaded model) is answered before the
+    # router, by :class:`.score_lane.ScoreLane`; what arrives here is what the fast path
+    # left: it may have to load a model from the store, so it runs in a worker thread.
+    out = await run_in_threadpool(_score, body, host, settings)
     return Response(out.model_dump_json(), media_type="application/json")

@@ -136,3 +136,51 @@ def test_the_item_limit_is_left_to_the_regular_path():
     body = json.dumps({"model": "m", "events": events}).encode()
     assert fastjson.parse_learn(body, HASHED, 4) is None
     assert fastjson.parse_learn(body, HASHED, 5) is not None
+
+
+key_names = st.sampled_from(["a", "b", "ab", "ba", "c14", "c41", "site", "x" * 40])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(key_names, st.one_of(
+    st.integers(-5, 5), st.sampled_from(["u", "v"]),
+    st.lists(st.tuples(key_names, st.integers(0, 3)), max_size=4))), min_size=1, max_size=12))
+def test_duplicate_keys_give_up_at_their_own_level(pairs):
+    """Objects written with repeated keys (json.dumps cannot): the fast path gives up
+    exactly when some object repeats a key, a namespace's names clashing only among
+    themselves; otherwise it agrees with the regular path."""
+    def obj(kv):
+        return "{" + ", ".join(f'"{k}": {v}' for k, v in kv) + "}"
+
+    def value(v):
+        if isinstance(v, list):
+            return obj(v)
+        return json.dumps(v)
+
+    top = [(k, value(v)) for k, v in pairs]
+    dup = len({k for k, _ in pairs}) < len(pairs) or any(
+        len({k for k, _ in v}) < len(v) for _, v in pairs if isinstance(v, list))
+    body = ('{"model": "m", "items": [{"features": ' + obj(top) + '}, {"features": '
+            + obj(top[::-1]) + "}]}").encode()
+    fast = fastjson.parse_score(body, HASHED, 100)
+    if dup:
+        assert fast is None
+    else:
+        assert fast is not None
+        req = ScoreRequest.model_validate_json(body)
+        _same(fast, FeatureEncoder(HASHED).encode(req.items, field="items"), None,
+              [None, None])
+
+
+def test_many_keys_in_one_object():
+    """Hundreds of keys: the duplicate table fills to its limit and gives up beyond it."""
+    for n, ok in ((300, True), (512, True), (513, False)):
+        feats = {f"k{i}": i for i in range(n)}
+        body = json.dumps({"model": "m", "items": [{"features": feats}] * 2}).encode()
+        fast = fastjson.parse_score(body, HASHED, 100)
+        assert (fast is not None) == ok, n
+        if ok:
+            assert fast.batch.indptr.tolist() == [0, n, 2 * n]
+    dup = '{"model": "m", "items": [{"features": {' + ", ".join(
+        f'"k{i}": {i}' for i in range(400)) + ', "k7": 1}}]}'
+    assert fastjson.parse_score(dup.encode(), HASHED, 100) is None
