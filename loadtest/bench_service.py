@@ -20,7 +20,8 @@ Progress goes to stderr, a markdown report to stdout; ``--write`` puts it into
 ``bench/RESULTS.md`` between ``<!-- service:start -->`` and ``<!-- service:end -->``
 under "## Service throughput" (one sub-block per store, so SQLite and Redis runs live
 side by side). ``--profile DIR`` records the server with py-spy during the learn runs
-and prints where the time goes; ``--breakdown`` times each phase of a learn request
+and prints where the time goes (add ``--profile-gil`` to sample only the thread holding
+the GIL, i.e. what serialises the server); ``--breakdown`` times each phase of a learn request
 in-process (no HTTP). This is a benchmark, not a test: nothing in the test suite runs it.
 
     python -m loadtest.bench_service                 # SQLite
@@ -223,11 +224,13 @@ def cpu_model() -> str:
 
 
 def code_version() -> str:
-    """The commit the benchmark ran (``+local changes`` when models/ or service/ differ)."""
+    """The commit the benchmark ran (``+local changes`` when models/, service/ or the
+    benchmark itself differ)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                               capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "models", "service"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "models", "service",
+                                "loadtest"],
                                cwd=REPO, capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown commit"
@@ -574,6 +577,7 @@ class Options:
     dim: int
     learners: list[str]
     profile: Path | None
+    profile_gil: bool
     crash: bool
 
 
@@ -607,7 +611,7 @@ class Bench:
                     bodies = learn_bodies(sc.model, events, self.o.batch)
                     mb = sum(map(len, bodies)) / 1e6
                     prof = (self._start_profile(f"learn-{sc.learner}-c{conc}")
-                            if self.o.profile and k == 0 else None)
+                            if self.o.profile and (k == 0 or self.o.profile_gil) else None)
                     row = await self._timed_learn(client, sc, bodies, conc)
                     if prof is not None:
                         self._stop_profile(prof, row["requests"])
@@ -705,6 +709,8 @@ class Bench:
         if exe is None:
             raise SystemExit("--profile needs py-spy (pip install py-spy)")
         sub = ["--subprocesses"] if self.svc.workers > 1 else []
+        if self.o.profile_gil:
+            sub.append("--gil")
         proc = subprocess.Popen([exe, "record", "--pid", str(self.svc.pid), "--rate", "250",
                                  "--format", "raw", "--output", str(out), "--nonblocking",
                                  *sub],
@@ -1008,7 +1014,8 @@ def report(bench: Bench, store_label: str, load: tuple[tuple[float, ...], tuple[
                      f"{r['server_cpu']:.0%}", f"{r['client_cpu']:.0%}", verdict))
     if rows:
         out += ["", f"Score latency, {o.candidates} candidates per request, measured by the "
-                "client:", "",
+                f"client over {o.score_requests:,} requests per row (after 50 at one client "
+                "to warm up):", "",
                 markdown_table(["learner", "features", "clients", "p50 ms", "p99 ms", "max ms",
                                 "requests/s", "server CPU", "client CPU", "target"], rows)]
     for tag, text in bench.profiles.items():
@@ -1035,9 +1042,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--redis", action="store_true",
                    help="use a throw-away redis-server (AOF always) instead of SQLite")
-    p.add_argument("--events", type=int, default=100_000, help="events per throughput row")
+    p.add_argument("--events", type=int, default=200_000, help="events per throughput row")
     p.add_argument("--batch", type=int, default=500, help="events per learn request")
-    p.add_argument("--clients", type=int, nargs="+", default=[1, 4],
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16],
                    help="concurrent clients of the throughput rows")
     p.add_argument("--learners", nargs="+", default=["solam", "cbr_diag_fifo", "cbr_fifo"])
     p.add_argument("--bits", type=int, default=20, help="hash bits of the hashed models")
@@ -1048,7 +1055,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--lost-learner", default="solam")
     p.add_argument("--no-crash", action="store_true",
                    help="skip the SIGKILL + restart check after the lost-learns run")
-    p.add_argument("--score-requests", type=int, default=2000, help="per concurrency level")
+    # 10,000: at ~2,000 requests/s, 2,000 requests lasted ~1 s, and one transient (the
+    # restart before the score rows, a sync tick) then decided the p99 by itself.
+    p.add_argument("--score-requests", type=int, default=10_000,
+                   help="per concurrency level")
     p.add_argument("--score-clients", type=int, nargs="+", default=[1, 16])
     p.add_argument("--candidates", type=int, default=100)
     p.add_argument("--log-level", default="info", help="the service's log level")
@@ -1058,6 +1068,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "with uvloop/httptools installed by pip --target, to measure them)")
     p.add_argument("--profile", type=Path, metavar="DIR",
                    help="py-spy the server during the first throughput row of each learner")
+    p.add_argument("--profile-gil", action="store_true",
+                   help="with --profile: sample only the thread holding the GIL (what "
+                   "serialises the server), and profile every throughput row")
     p.add_argument("--breakdown", action="store_true",
                    help="only time each phase of a learn request in-process, and exit")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
@@ -1101,7 +1114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lost_batch=args.lost_batch, lost_learner=args.lost_learner,
                 score_requests=args.score_requests, candidates=args.candidates,
                 score_clients=args.score_clients, bits=args.bits, dim=args.dim,
-                learners=args.learners, profile=args.profile, crash=not args.no_crash)
+                learners=args.learners, profile=args.profile, profile_gil=args.profile_gil,
+                crash=not args.no_crash)
             bench = Bench(opts, svc, store_label)
             try:
                 asyncio.run(bench.run())

@@ -194,7 +194,7 @@ def test_scenarios_and_args() -> None:
     assert sc["cbr_diag_fifo"].model == "bench-cbr_diag_fifo"
     args = bs.parse_args(["--quick", "--redis"])
     assert args.redis and args.events == 5_000 and args.batch == 500
-    assert args.clients == [1, 4] and args.score_clients == [1, 16]
+    assert args.clients == [1, 4, 16] and args.score_clients == [1, 16]
     assert isinstance(bs.cpu_model(), str) and bs.cpu_model()
 
 
