@@ -193,7 +193,14 @@ class HostedModel:
                 continue
             entries = store.read_log(self.name, self.version, _REPLAY_PAGE)
             if not entries:
-                break
+                # No entry after our version: the end of the log, or another replica
+                # checkpointed past us and trimmed the log to its end.
+                _, first, end = store.log_bounds(self.name)
+                if end <= self.version:
+                    break
+                if first > self.version:
+                    self._reload(store, first)
+                continue
             if entries[0].start > self.version:
                 self._reload(store, entries[0].start)
                 continue
@@ -408,6 +415,7 @@ class ModelHost:
             except ValueError as exc:
                 log.warning("ignoring checkpoint of %s: %s", model.name, exc)
         model.catch_up(self.store, None, self.metrics)
+        model.publish_if_stale()  # serve the recovered version from the first score on
         self._models[model.name] = model
         self.metrics.models.set(len(self._models))
         model.export(self.metrics)

@@ -124,6 +124,8 @@ class Store(Protocol):
 
         If the first entry returned has ``start > after`` the log was trimmed past
         ``after``: the caller cannot continue from there and must load the checkpoint.
+        So must a caller that gets no entry while ``after`` is below the log end of
+        :meth:`log_bounds`: the log was trimmed to its end.
         """
 
     def log_bounds(self, name: str) -> tuple[int, int, int]:

@@ -110,6 +110,25 @@ def test_a_replica_follows_the_log_of_another(app_client):
     _wait(lambda: b.get("/models/m").status_code == 404)
 
 
+def test_a_replica_catches_up_past_a_log_trimmed_to_its_end(app_client):
+    # b is behind; a checkpoints and trims the whole log (retention 0). An empty log
+    # tail is then no proof that b is at the end: b must continue from the checkpoint.
+    a = app_client(checkpoint_every=100)
+    a.post("/models", json=DENSE)
+    b = app_client(sync_interval=3600.0)  # follows the store only when told to
+    assert b.get("/models/m").json()["version"] == 0
+    for i in range(3):
+        a.post("/learn", json={"model": "m", "events": dense_events(100, seed=i, start=100 * i)})
+    _wait(lambda: (a.get("/models/m").json()["last_checkpoint"] or {}).get("version") == 300)
+    store = b.app.state.host.store
+    assert store.log_bounds("m") == (0, 300, 300)  # trimmed to the end
+    b.app.state.host.sync_once()
+    assert b.get("/models/m").json()["version"] == 300
+    probe = [{"x": e["x"]} for e in dense_events(20, seed=11)]
+    assert (a.post("/score", json={"model": "m", "items": probe}).json()
+            == b.post("/score", json={"model": "m", "items": probe}).json())
+
+
 @pytest.mark.parametrize("settings_for", ["redis"], indirect=True)
 def test_redis_outage_gives_503_on_learn_and_scores_go_on(app_client, settings_for, own_redis):
     client = app_client(redis_url=own_redis.url)
