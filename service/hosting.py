@@ -125,6 +125,7 @@ class HostedModel:
         self.checkpoint_attempt = time.monotonic()
         self.lock = threading.Lock()
         self._applying = False  # a batch is being applied under the lock
+        self.retired = False  # deleted: its metric series are gone and stay gone
         self._pending: dict[int, tuple[LogEntry, tuple[np.ndarray, Any]]] = {}
         self._snapshot = self._make_snapshot()
 
@@ -297,6 +298,9 @@ class HostedModel:
 
     # ------------------------------------------------------------------ reporting
     def export(self, metrics: Metrics) -> None:
+        """Set this model's gauges; nothing once the model is retired (deleted)."""
+        if self.retired:
+            return
         # NaN while a class is missing from the window: undefined, never 0 or ½.
         metrics.rolling_auc.labels(self.name).set(self.rolling.value)
         metrics.version.labels(self.name).set(self.version)
@@ -401,9 +405,20 @@ class ModelHost:
     def delete(self, name: str) -> None:
         with self._lock:
             self.store.delete_model(name)
-            self._models.pop(name, None)
+            self._retire(name)
+
+    def _retire(self, name: str) -> None:
+        """Stop hosting a deleted model and drop its metric series (caller holds the host
+        lock). Under the model's lock, so that an export running meanwhile (the applier,
+        the sync loop) cannot bring a series back after it was dropped."""
+        model = self._models.pop(name, None)
+        if model is not None:
+            with model.lock:
+                model.retired = True
+                self.metrics.forget(name)
+        else:
             self.metrics.forget(name)
-            self.metrics.models.set(len(self._models))
+        self.metrics.models.set(len(self._models))
 
     def _load(self, config: dict[str, Any]) -> HostedModel:
         """Build a model from its config, its checkpoint and the log tail (caller locks)."""
@@ -459,8 +474,7 @@ class ModelHost:
         for name in list(self._models):
             if name not in names:
                 with self._lock:
-                    self._models.pop(name, None)
-                    self.metrics.forget(name)
+                    self._retire(name)
         for name in names:
             model = self._models.get(name)
             if model is None:
@@ -470,7 +484,7 @@ class ModelHost:
             config = self.store.get_config(name)
             if config.get("uid") != model.uid:  # deleted and re-created elsewhere
                 with self._lock:
-                    self._models.pop(name, None)
+                    self._retire(name)  # the new generation is loaded on the next round
                 continue
             _, _, end = self.store.log_bounds(name)
             if end > model.version:  # entries of other replicas: the lock only then
@@ -481,8 +495,10 @@ class ModelHost:
             if model.checkpoint_due(self.settings, now):
                 model.checkpoint(self.store, self.settings)
             n_entries, _, _ = self.store.log_bounds(model.name)
-            self.metrics.log_entries.labels(model.name).set(n_entries)
-            model.export(self.metrics)
+            with model.lock:
+                if not model.retired:
+                    self.metrics.log_entries.labels(model.name).set(n_entries)
+                    model.export(self.metrics)
         self.metrics.models.set(len(self._models))
 
     def checkpoint_all(self) -> None:

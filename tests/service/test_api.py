@@ -246,6 +246,20 @@ def test_metrics_are_real_prometheus_text_and_match_the_model(client):
     assert not [k for k in metrics_of(client) if ("model", "m") in k[1]]
 
 
+def test_a_deleted_model_exports_no_metrics_even_from_a_late_thread(client):
+    # The applier and the sync loop hold a reference to a model while they export its
+    # gauges; one that exports after the delete must not bring the series back.
+    client.post("/models", json=DENSE)
+    client.post("/learn", json={"model": "m", "events": dense_events(100)})
+    host = client.app.state.host
+    model = host.get("m")
+    client.delete("/models/m")
+    model.export(host.metrics)
+    assert not [k for k in metrics_of(client) if ("model", "m") in k[1]]
+    client.post("/models", json=DENSE)  # a new model of that name has its series again
+    assert ("aucstream_model_version", (("model", "m"),)) in metrics_of(client)
+
+
 def test_rolling_auc_is_nan_until_both_classes_are_in_the_window(client):
     client.post("/models", json=DENSE)
     positives = [{"x": [float(i)] * 5, "label": 1} for i in range(3)]
