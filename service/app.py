@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import logging
+import os
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from .api.deps import BodyValidationError, PayloadTooLarge
 from .api.score_lane import ScoreLane
 from .encoding import EncodingError
 from .hosting import LogGap, ModelConfigError, ModelHost
-from .logs import configure_logging, request_id_var
+from .logs import AccessLog, configure_logging, request_id_var
 from .metrics import Metrics
 from .schemas import LearnRequest, ScoreRequest
 from .settings import Settings, get_settings
@@ -145,13 +146,33 @@ def _freeze_long_lived() -> None:
     log.info("froze %d long-lived objects out of garbage collection", gc.get_freeze_count())
 
 
+class _RequestIds:
+    """New request ids: 32 hex digits, a random per-process prefix and a counter (unique
+    without a uuid4's read of the system's random source on every request)."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count()
+
+    def new(self) -> str:
+        return f"{self._prefix}{next(self._count):016x}"
+
+
+_request_ids = _RequestIds()
+
+
 class RequestIdMiddleware:
     """Give every request an id (``x-request-id``, echoed or new), and log it with its
-    status and duration. Plain ASGI: Starlette's ``BaseHTTPMiddleware`` cost more than
-    a whole scoring request."""
+    status and duration (through ``access_log``). Plain ASGI: Starlette's
+    ``BaseHTTPMiddleware`` cost more than a whole scoring request."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, access_log: AccessLog) -> None:
         self.app = app
+        self.access_log = access_log
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -162,7 +183,7 @@ class RequestIdMiddleware:
             if key == b"x-request-id":
                 rid = value.decode("latin-1")
                 break
-        rid = rid or uuid.uuid4().hex
+        rid = rid or _request_ids.new()
         token = request_id_var.set(rid)
         started = time.perf_counter()
         status = 500
@@ -179,9 +200,8 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             request_id_var.reset(token)
-            log.info("%s %s %d %.1fms", scope["method"], scope["path"], status,
-                     1000 * (time.perf_counter() - started),
-                     extra={"request_id": rid, "status": status})
+            self.access_log.add(scope["method"], scope["path"], status,
+                                1000 * (time.perf_counter() - started), rid)
 
 
 class _SyncLoop:
@@ -229,6 +249,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     settings = settings or get_settings()
     configure_logging(settings.log_json, settings.log_level)
     metrics = Metrics()
+    access_log = AccessLog(log)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -246,6 +267,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         try:
             yield
         finally:
+            access_log.flush()
             loop.stop()
             try:
                 host.checkpoint_all()
@@ -265,7 +287,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     _install_error_handlers(app, metrics)
 
     app.add_middleware(ScoreLane)  # inside the request ids: the lane's requests get one
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestIdMiddleware, access_log=access_log)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

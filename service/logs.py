@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextvars
 import json
 import logging
 import sys
 import time
 
-__all__ = ["configure_logging", "request_id_var"]
+__all__ = ["AccessLog", "configure_logging", "request_id_var"]
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "request_id", default=None)
@@ -54,3 +56,51 @@ def configure_logging(json_lines: bool, level: str) -> None:
             "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
+
+
+class AccessLog:
+    """The one-line-per-request log, handed to :mod:`logging` in batches.
+
+    Under load a log call per request cost ~50 µs of the event loop's time (an eighth of
+    a /score request): the logging machinery run once per request, out of the CPU's
+    caches. Requests append a tuple instead, and a timer on the event loop logs what
+    accumulated ``delay`` seconds later, as nginx's buffered access log does. Each record
+    keeps the time of its request; a line appears at most ``delay`` late, and a killed
+    process loses at most that much of the access log (:meth:`flush` runs at shutdown).
+    """
+
+    def __init__(self, logger: logging.Logger, delay: float = 0.02) -> None:
+        self.logger = logger
+        self.delay = delay
+        self._pending: collections.deque[tuple] = collections.deque()  # thread-safe ends
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, method: str, path: str, status: int, ms: float, request_id: str) -> None:
+        """Record a finished request (call from the event loop)."""
+        if not self.logger.isEnabledFor(logging.INFO):
+            return
+        self._pending.append((time.time(), method, path, status, ms, request_id))
+        loop = asyncio.get_running_loop()
+        armed = self._timer_loop
+        if armed is loop:
+            return
+        if armed is not None and not armed.is_closed():
+            return  # another loop's timer (several apps in one process) will flush
+        self._timer_loop = loop  # none yet, or its loop closed before the timer fired
+        loop.call_later(self.delay, self.flush)
+
+    def flush(self) -> None:
+        """Log every pending request now."""
+        self._timer_loop = None
+        logger = self.logger
+        while True:
+            try:
+                created, method, path, status, ms, rid = self._pending.popleft()
+            except IndexError:
+                return
+            record = logger.makeRecord(logger.name, logging.INFO, __file__, 0,
+                                       "%s %s %d %.1fms", (method, path, status, ms), None,
+                                       extra={"request_id": rid, "status": status})
+            record.created = created
+            record.msecs = int((created - int(created)) * 1000) + 0.0
+            logger.handle(record)
