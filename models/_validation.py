@@ -252,12 +252,10 @@ def _check_csr(learner: str, X: Any, n_features: int) -> Batch:
     if indptr.ndim != 1 or indices.ndim != 1 or values.ndim != 1 or indptr.size < 1:
         raise ValueError(f"{learner}: CSR indptr, indices and values must be 1-D arrays.")
     # np.asarray([]) is float64, so an empty index array of any dtype is accepted.
-    if not np.issubdtype(indptr.dtype, np.integer) or (
-        indices.size and not np.issubdtype(indices.dtype, np.integer)
-    ):
+    if indptr.dtype.kind not in "iu" or (indices.size and indices.dtype.kind not in "iu"):
         raise ValueError(f"{learner}: CSR indptr and indices must be integer arrays.")
-    indptr = indptr.astype(np.int64)
-    indices = indices.astype(np.int64)
+    indptr = indptr.astype(np.int64, copy=False)
+    indices = indices.astype(np.int64, copy=False)
     if indices.size != values.size and _indptr_ok(indptr, indices.size):
         raise ValueError(f"{learner}: CSR indices and values differ in length.")
     problem, at = _csr_problem(indptr, indices, values, n_features)

@@ -51,7 +51,7 @@ class FastRequest:
     model: str
     batch: EncodedBatch
     labels: np.ndarray | None  # int8 ±1 per event (learn only)
-    ids: list[str | None]
+    ids: list[str | None]  # one per event (learn only)
     top_k: int | None
 
 
@@ -661,7 +661,7 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | 
         model = body[ms:me].decode()
     except UnicodeDecodeError:
         return None
-    ids = _ids(buf, id_spans[:n])
+    ids = _ids(buf, id_spans[:n]) if learn else []  # score items carry no ids
     if hashed:
         nf = int(indptr[n])
         batch = EncodedBatch(n=n, indptr=indptr[: n + 1].copy(), indices=idx[:nf].copy(),

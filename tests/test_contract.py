@@ -237,6 +237,23 @@ def test_sparse_and_dense_input_give_the_same_model(name):
 
 
 @pytest.mark.parametrize("name", SPARSE)
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+def test_csr_input_is_never_written_to(name, storage):
+    # Canonical int64 CSR goes through validation without a copy: the learner reads the
+    # caller's arrays and must leave them as they were.
+    from models._sparse import dense_to_csr
+
+    X, y = data(name)
+    csr = dense_to_csr(X)
+    kept = [a.copy() for a in csr]
+    lrn = make(name, storage=storage).learn(csr, y)
+    lrn.score(csr)
+    lrn.score_then_learn(csr, y)
+    for a, b in zip(csr, kept, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", SPARSE)
 def test_sparse_stream_in_a_large_hashed_space(name):
     case = CASES[name]
     d = 1 << 20

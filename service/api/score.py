@@ -6,7 +6,6 @@ import re
 import time
 from typing import Any
 
-import numpy as np
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -51,7 +50,7 @@ def _rank(model: HostedModel, batch: EncodedBatch, top_k: int | None, started: f
           host: ModelHost) -> ScoreResponse:
     snap = model.snapshot  # immutable: never a half-applied batch
     scores = snap.score(batch)
-    order = np.argsort(-scores, kind="stable")
+    order = (-scores).argsort(kind="stable")
     if top_k is not None:
         order = order[:top_k]
     host.metrics.score_latency.labels(model.name).observe(time.perf_counter() - started)
