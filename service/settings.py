@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     rolling_auc_window: int = Field(1000, ge=1, description="default window of rolling AUC")
     log_json: bool = False
     log_level: str = "info"
+    otel: bool = Field(
+        False, description="FastAPI's native OpenTelemetry spans and metrics (with a "
+        "configured provider); off spares every request the check for a provider"
+    )
 
     def write_key_set(self) -> frozenset[str]:
         return _keys(self.api_keys)
@@ -65,6 +69,7 @@ class Settings(BaseSettings):
         return bool(self.write_key_set() or self.read_key_set())
 
 
+@lru_cache(maxsize=64)  # read on every request that needs auth
 def _keys(raw: str | None) -> frozenset[str]:
     return frozenset(k.strip() for k in (raw or "").split(",") if k.strip())
 

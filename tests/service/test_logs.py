@@ -105,3 +105,20 @@ def test_the_app_logs_each_request_with_its_id(settings_for):
     assert lines["abc123"].startswith("GET /healthz 200 ")
     assert lines[generated].startswith("GET /models 200 ")
     assert len(generated) == 32 and int(generated, 16) >= 0
+
+
+def test_fastapi_telemetry_is_off_unless_asked_for():
+    import inspect
+
+    from fastapi import FastAPI
+
+    from service.app import _telemetry_option
+
+    assert _telemetry_option(True) == {}
+    off = _telemetry_option(False)
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
+        assert off["telemetry"]["tracing"] is False
+        assert off["telemetry"]["metrics"] is False and off["telemetry"]["logs"] is False
+        FastAPI(**off)  # an argument this FastAPI accepts
+    else:
+        assert off == {}
