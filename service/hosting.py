@@ -201,6 +201,11 @@ class HostedModel:
                     break
                 if first > self.version:
                     self._reload(store, first)
+                elif not store.read_log(self.name, self.version, 1):
+                    # entries appended meanwhile are read on the next round; none at all
+                    # would be a store contradicting itself: fail rather than spin
+                    raise LogGap(f"model {self.name!r}: the log ends at {end} but has no "
+                                 f"entry after {self.version}")
                 continue
             if entries[0].start > self.version:
                 self._reload(store, entries[0].start)
