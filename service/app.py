@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import inspect
-import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -23,7 +21,7 @@ from .api.deps import BodyValidationError, PayloadTooLarge
 from .api.score_lane import ScoreLane
 from .encoding import EncodingError
 from .hosting import LogGap, ModelConfigError, ModelHost
-from .logs import AccessLog, configure_logging, request_id_var
+from .logs import AccessLog, configure_logging, new_request_id, request_id_var
 from .metrics import Metrics
 from .schemas import LearnRequest, ScoreRequest
 from .settings import Settings, get_settings
@@ -147,25 +145,6 @@ def _freeze_long_lived() -> None:
     log.info("froze %d long-lived objects out of garbage collection", gc.get_freeze_count())
 
 
-class _RequestIds:
-    """New request ids: 32 hex digits, a random per-process prefix and a counter (unique
-    without a uuid4's read of the system's random source on every request)."""
-
-    def __init__(self) -> None:
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)
-
-    def _reset(self) -> None:
-        self._prefix = os.urandom(8).hex()
-        self._count = itertools.count()
-
-    def new(self) -> str:
-        return f"{self._prefix}{next(self._count):016x}"
-
-
-_request_ids = _RequestIds()
-
-
 class RequestIdMiddleware:
     """Give every request an id (``x-request-id``, echoed or new), and log it with its
     status and duration (through ``access_log``). Plain ASGI: Starlette's
@@ -184,7 +163,7 @@ class RequestIdMiddleware:
             if key == b"x-request-id":
                 rid = value.decode("latin-1")
                 break
-        rid = rid or _request_ids.new()
+        rid = rid or new_request_id()
         token = request_id_var.set(rid)
         started = time.perf_counter()
         status = 500

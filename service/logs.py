@@ -5,15 +5,37 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import itertools
 import json
 import logging
+import os
 import sys
 import time
 
-__all__ = ["AccessLog", "configure_logging", "request_id_var"]
+__all__ = ["AccessLog", "configure_logging", "new_request_id", "request_id_var"]
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "request_id", default=None)
+
+
+class _RequestIds:
+    """New request ids: 32 hex digits, a random per-process prefix and a counter (unique
+    without a uuid4's read of the system's random source on every request)."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count()
+
+    def new(self) -> str:
+        return f"{self._prefix}{next(self._count):016x}"
+
+
+_request_ids = _RequestIds()
+new_request_id = _request_ids.new
 
 
 class _RequestIdFilter(logging.Filter):

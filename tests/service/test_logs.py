@@ -122,3 +122,23 @@ def test_fastapi_telemetry_is_off_unless_asked_for():
         FastAPI(**off)  # an argument this FastAPI accepts
     else:
         assert off == {}
+
+
+def test_request_ids_are_unique_and_a_forked_child_gets_its_own_prefix():
+    import os
+
+    from service.logs import new_request_id
+
+    a, b = new_request_id(), new_request_id()
+    assert a != b and len(a) == len(b) == 32 and a[:16] == b[:16]
+    int(a, 16)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report one id and leave at once
+        os.write(w, new_request_id().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(r, 64).decode()
+    os.close(r)
+    os.close(w)
+    assert len(child) == 32 and child[:16] != a[:16]
