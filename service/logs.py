@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 __all__ = ["AccessLog", "configure_logging", "new_request_id", "request_id_var"]
 
@@ -63,13 +64,26 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(doc)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is at each record, not as it was when configured:
+    a test runner swaps it, and background threads (warm-up, sync) may log after."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def configure_logging(json_lines: bool, level: str) -> None:
     """Configure the 'aucstream' logger once (idempotent)."""
     logger = logging.getLogger("aucstream")
     logger.setLevel(level.upper())
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.addFilter(_RequestIdFilter())
     if json_lines:
         handler.setFormatter(_JsonFormatter())
