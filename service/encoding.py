@@ -56,8 +56,9 @@ class EncodedBatch:
 class FeatureEncoder:
     """Encodes items for one model's feature spec (``{"kind": ..., "dim"/"bits": ...}``)."""
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
+    def __init__(self, spec: Mapping[str, Any], max_value: float = math.inf) -> None:
         self.kind = spec["kind"]
+        self.max_value = max_value
         if self.kind == "dense":
             self.n_features = int(spec["dim"])
         else:

@@ -18,6 +18,7 @@ Python's ``float()`` gives; other numbers are left to the regular path.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -672,11 +673,13 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | 
                        ids=ids, top_k=None if top_k < 0 else top_k)
 
 
-def parse_learn(body: bytes, spec: dict, max_items: int) -> FastRequest | None:
+def parse_learn(body: bytes, spec: dict, max_items: int,
+                max_value: float = math.inf) -> FastRequest | None:
     """The encoded /learn body, or None when the regular path must decide."""
     return _run(body, True, spec, max_items)
 
 
-def parse_score(body: bytes, spec: dict, max_items: int) -> FastRequest | None:
+def parse_score(body: bytes, spec: dict, max_items: int,
+                max_value: float = math.inf) -> FastRequest | None:
     """The encoded /score body, or None when the regular path must decide."""
     return _run(body, False, spec, max_items)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 import uuid
@@ -108,12 +109,13 @@ def build_config(name: str, learner: str, params: dict[str, Any], features: dict
 class HostedModel:
     """A learner with its encoder, optional scaler, rolling AUC and applier."""
 
-    def __init__(self, config: dict[str, Any], snapshot_interval: float = 0.0) -> None:
+    def __init__(self, config: dict[str, Any], snapshot_interval: float = 0.0,
+                 max_feature_value: float = math.inf) -> None:
         self.config = config
         self.snapshot_interval = snapshot_interval
         self.name: str = config["name"]
         self.uid: str = config["uid"]
-        self.encoder = FeatureEncoder(config["features"])
+        self.encoder = FeatureEncoder(config["features"], max_value=max_feature_value)
         self.learner = models.create(config["learner"], n_features=self.encoder.n_features,
                                      seed=config["seed"], **config["params"])
         n = self.encoder.n_features
@@ -401,7 +403,8 @@ class ModelHost:
     def create(self, config: dict[str, Any]) -> HostedModel:
         with self._lock:
             self.store.create_model(config["name"], config)
-            model = HostedModel(config, self.settings.snapshot_interval)
+            model = HostedModel(config, self.settings.snapshot_interval,
+                            self.settings.max_feature_value)
             self._models[model.name] = model
             self.metrics.models.set(len(self._models))
             model.export(self.metrics)
@@ -427,7 +430,8 @@ class ModelHost:
 
     def _load(self, config: dict[str, Any]) -> HostedModel:
         """Build a model from its config, its checkpoint and the log tail (caller locks)."""
-        model = HostedModel(config, self.settings.snapshot_interval)
+        model = HostedModel(config, self.settings.snapshot_interval,
+                            self.settings.max_feature_value)
         cp = self.store.load_checkpoint(model.name)
         if cp is not None:
             try:

@@ -43,6 +43,27 @@ class Settings(BaseSettings):
     # Request limits.
     max_events_per_request: int = Field(10_000, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="bytes")
+    max_feature_value: float = Field(
+        1e12, gt=0, description="bound on |value| of every feature value in /learn and "
+        "/score (larger → 422): far above any sane raw feature, far below what overflows "
+        "a learner's arithmetic (products of four values stay finite)"
+    )
+    header_timeout: float = Field(
+        10.0, gt=0, description="seconds for a request's headers to arrive in full (else 408)"
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="seconds for a request's body to arrive in full (else 408)"
+    )
+    max_connections: int = Field(
+        1024, ge=1, description="open connections per worker; more are refused (503)"
+    )
+
+    # Resources and store outcomes.
+    max_models: int = Field(1000, ge=1, description="models one store holds at most")
+    append_resolve_timeout: float = Field(
+        10.0, ge=0, description="seconds spent finding out whether an append cut off in "
+        "flight (a Redis timeout) was written, before answering 504 outcome_unknown"
+    )
 
     # Auth: comma-separated bearer keys. Write keys may do everything; read keys may
     # list, inspect and score. Unset = no auth.

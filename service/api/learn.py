@@ -36,7 +36,8 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> LearnResponse:
     if name is not None and _NAME.match(name):
         model = host.find(name)  # unknown: the regular path validates first, then 404s
         fast = model and fastjson.parse_learn(body, model.config["features"],
-                                    settings.max_events_per_request)
+                                              settings.max_events_per_request,
+                                              settings.max_feature_value)
     if fast is not None:
         batch, y, ids = fast.batch, fast.labels, fast.ids
     else:  # the regular path: full validation, every error worded

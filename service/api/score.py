@@ -40,7 +40,8 @@ def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> ScoreRespo
     model = host.loaded(name)
     if model is None:
         return None
-    fast = fastjson.parse_score(body, model.config["features"], settings.max_events_per_request)
+    fast = fastjson.parse_score(body, model.config["features"], settings.max_events_per_request,
+                                settings.max_feature_value)
     if fast is None:
         return None
     return _rank(model, fast.batch, fast.top_k, started, host)
