@@ -186,8 +186,10 @@ class RedisCluster:
             node.stop(kill=True)
 
 
-def fast_redis_store(url: str, prefix: str | None = None) -> RedisStore:
+def fast_redis_store(url: str, prefix: str | None = None,
+                     resolve_timeout: float = 1.0) -> RedisStore:
     """Short timeouts, so that tests of a dead server are fast."""
     return RedisStore.from_url(
-        url, prefix=prefix or f"t{uuid.uuid4().hex[:12]}", socket_timeout=1.0, connect_timeout=0.5
+        url, prefix=prefix or f"t{uuid.uuid4().hex[:12]}", socket_timeout=1.0,
+        connect_timeout=0.5, resolve_timeout=resolve_timeout,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from service.store.base import (
+    AppendOutcomeUnknown,
     AppendResult,
     Checkpoint,
     LogEntry,
@@ -22,6 +23,7 @@ from service.store.redis_store import RedisStore
 from service.store.sqlite_store import SqliteStore
 
 __all__ = [
+    "AppendOutcomeUnknown",
     "AppendResult",
     "Checkpoint",
     "LogEntry",
@@ -36,14 +38,16 @@ __all__ = [
 ]
 
 
-def open_store(redis_url: str | None, data_dir: str | Path, *, prefix: str = "aucstream") -> Store:
+def open_store(redis_url: str | None, data_dir: str | Path, *, prefix: str = "aucstream",
+               resolve_timeout: float = 10.0) -> Store:
     """The store the settings ask for.
 
     ``redis_url`` set: a :class:`RedisStore` on it with keys under ``prefix`` (no network
     call yet; :meth:`~Store.ping` checks the server). Unset or empty: a
     :class:`SqliteStore` in ``<data_dir>/aucstream.sqlite3``, created with its directory
     if missing (``prefix`` is not used: the file holds one service's models).
+    ``resolve_timeout``: see :class:`RedisStore` (SQLite always knows an append's outcome).
     """
     if redis_url:
-        return RedisStore.from_url(redis_url, prefix=prefix)
+        return RedisStore.from_url(redis_url, prefix=prefix, resolve_timeout=resolve_timeout)
     return SqliteStore.in_dir(data_dir)

@@ -16,9 +16,13 @@ version ``v`` includes every entry with ``end <= v``; start-up loads it and repl
 entries with ``end > v``.
 
 Every method raises :class:`StoreUnavailable` when the backend cannot be reached or
-fails, so the service can answer 503 instead of dropping a write. Every method that
-names a model raises :class:`ModelNotFound` when it does not exist. A model that is
-deleted and created again is a new model: its log starts again at position 0.
+fails and nothing was written, so the service can answer 503 ("nothing learned") instead
+of dropping a write. An append whose outcome cannot be known (the connection was cut off
+after the request was sent, and the backend stayed out of reach while the store tried
+to find out) raises :class:`AppendOutcomeUnknown` instead: it may or may not be in the
+log. Every method that names a model raises :class:`ModelNotFound` when it does not
+exist. A model that is deleted and created again is a new model: its log starts again at
+position 0.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
+    "AppendOutcomeUnknown",
     "AppendResult",
     "Checkpoint",
     "LogEntry",
@@ -47,11 +52,13 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    """The backend cannot be reached or failed; nothing was written.
+    """The backend cannot be reached or failed; nothing was written (certainly)."""
 
-    For a write that was cut off in flight (the connection dropped after the request was
-    sent) the store cannot know whether it was applied: retry it with the same event ids.
-    """
+
+class AppendOutcomeUnknown(StoreError):
+    """An append was cut off in flight and the store could not find out in time whether
+    it was written: it may be in the log (and will then be learned) or not. Retry only
+    with event ids, which make a retry safe."""
 
 
 class ModelExists(StoreError):
@@ -116,7 +123,14 @@ class Store(Protocol):
         in ``skip`` and takes no position (the first occurrence wins). None never matches
         anything. If every event is a duplicate (or the batch is empty) nothing is
         appended and the result has ``entry=None`` and the unchanged version. Durable on
-        return. Raise ModelNotFound if the model does not exist.
+        return. Raise ModelNotFound if the model does not exist, StoreUnavailable if
+        nothing was written, AppendOutcomeUnknown if that cannot be known.
+        """
+
+    def release_ids(self, name: str, start: int, end: int) -> None:
+        """Forget the event ids recorded at positions ``start + 1 .. end`` (the events of
+        an entry the model refused to learn), so that a corrected retry with the same
+        ids is learned rather than taken for a duplicate. Ids of other positions stay.
         """
 
     def read_log(self, name: str, after: int, limit: int | None = None) -> list[LogEntry]:

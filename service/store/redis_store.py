@@ -8,6 +8,8 @@ keeps all of a model's keys in one slot and every script below touches one slot 
     P:{N}:log      stream  entry id "<end>-0"; fields p (payload), s (start), k (skip: "3,7")
     P:{N}:ids      zset    event id -> position of that event (the dedup window)
     P:{N}:ckpt     hash    version, blob, created_at
+    P:{N}:tok:<t>  string  what the append with token t did ("written:start:end:skip"),
+                           or "fenced"; expires (see below)
     P:models       set     model names (an index; a model exists iff its config exists)
 
 Every write of a model is one Lua script: atomic, and durable on return when the server
@@ -20,12 +22,24 @@ Errors of redis-py (connection refused or reset, timeouts, loading, READONLY, OO
 become :class:`StoreUnavailable`. The client does not retry by itself (a retried append
 without ids could be learned twice); the pool reconnects on the next call once the
 server is back.
+
+An append cut off after it was sent (a timeout on a stalled server, a reset connection)
+may still run: a stalled server executes the queued script when it resumes. So every
+append carries a random token, and the script records what it did under the token. When
+the outcome is unknown the store *fences* the token: one script that returns the record
+if the append ran, or else writes "fenced", which makes the append a no-op should it
+still arrive. Scripts run one at a time, so either way the answer is final: written
+(the append's result), or certainly not written (StoreUnavailable). The store keeps
+trying to fence for ``resolve_timeout`` seconds; a server out of reach for longer leaves
+the outcome unknown (AppendOutcomeUnknown). Records expire after ``_TOKEN_TTL_MIN`` or
+more (long enough for the fence that follows a cut-off append), fences after a day.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn, cast
@@ -37,6 +51,7 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from service.store.base import (
+    AppendOutcomeUnknown,
     AppendResult,
     Checkpoint,
     LogEntry,
@@ -66,10 +81,13 @@ redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return 1
 """
 
-# KEYS: config, meta, log, ids. ARGV: payload, msgpack array of the ids (false = no id).
-# Returns {-1} (no model), or {written 0/1, start, end, skip "i,j,..."}.
+# KEYS: config, meta, log, ids, token. ARGV: payload, msgpack array of the ids (false =
+# no id), token ttl (ms). Returns {-1} (no model), {-2, record} (the token was fenced, or
+# this append ran before: a client-side resend), or {written 0/1, start, end, skip "i,j"}.
 _APPEND = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local record = redis.call('GET', KEYS[5])
+if record then return {-2, record} end
 local ids = cmsgpack.unpack(ARGV[2])
 local known = {}
 local given = {}
@@ -101,14 +119,35 @@ for i = 1, #ids do
   end
 end
 local skipped = table.concat(skip, ',')
-if pos == start then return {0, start, start, skipped} end
+local s = string.format('%d', start)
+if pos == start then
+  redis.call('SET', KEYS[5], '0:' .. s .. ':' .. s .. ':' .. skipped, 'PX', ARGV[3])
+  return {0, start, start, skipped}
+end
 local e = string.format('%d', pos)
-redis.call('XADD', KEYS[3], e .. '-0', 'p', ARGV[1], 's', string.format('%d', start), 'k', skipped)
+redis.call('XADD', KEYS[3], e .. '-0', 'p', ARGV[1], 's', s, 'k', skipped)
 for j = 1, #new, 1000 do
   redis.call('ZADD', KEYS[4], unpack(new, j, math.min(j + 999, #new)))
 end
 redis.call('HSET', KEYS[2], 'end', e)
+redis.call('SET', KEYS[5], '1:' .. s .. ':' .. e .. ':' .. skipped, 'PX', ARGV[3])
 return {1, start, pos, skipped}
+"""
+
+# KEYS: token. ARGV: fence ttl (ms). The record of the token's append if it ran, else
+# "fenced" (and the append becomes a no-op should it still arrive).
+_FENCE = """#!lua
+local record = redis.call('GET', KEYS[1])
+if record then return record end
+redis.call('SET', KEYS[1], 'fenced', 'PX', ARGV[1])
+return 'fenced'
+"""
+
+# KEYS: config, ids. ARGV: start, end. Returns -1 if no model.
+_RELEASE_IDS = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], ARGV[2])
+return 1
 """
 
 # KEYS: config, log. ARGV: first entry id, count ("" = all). Returns nil if no model.
@@ -175,6 +214,9 @@ end
 return 1
 """
 _TRIM_SLICE = 5_000
+_TOKEN_TTL_MIN = 60.0  # seconds an append's record is kept, at least
+_FENCE_TTL = 86_400.0  # seconds a fence is kept: longer than any stall it could outlast
+_RESOLVE_RETRY = 0.05  # first pause between fence attempts (doubling to 0.5 s)
 
 
 class RedisStore:
@@ -187,18 +229,27 @@ class RedisStore:
         :meth:`from_url`, which also disables redis-py's own retries.
     prefix : str
         Prefix of every key.
+    resolve_timeout : float
+        Seconds an append cut off in flight keeps trying to find out whether it was
+        written (see the module docstring) before raising AppendOutcomeUnknown.
     """
 
-    def __init__(self, client: Any, *, prefix: str = "aucstream") -> None:
+    def __init__(self, client: Any, *, prefix: str = "aucstream",
+                 resolve_timeout: float = 10.0) -> None:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"a Redis key prefix must be non-empty without braces; got {prefix!r}")
         self._r = client
+        self._resolve_timeout = resolve_timeout
+        timeout = _socket_timeout(client)
+        self._token_ttl_ms = int(1000 * max(_TOKEN_TTL_MIN, 4 * (resolve_timeout + timeout)))
         self._prefix = prefix
         self._index = f"{prefix}:models"
         self._where = _describe(client)
         self._create = client.register_script(_CREATE)
         self._delete = client.register_script(_DELETE)
         self._append = client.register_script(_APPEND)
+        self._fence = client.register_script(_FENCE)
+        self._release_ids = client.register_script(_RELEASE_IDS)
         self._read_log = client.register_script(_READ_LOG)
         self._bounds = client.register_script(_BOUNDS)
         self._save_ckpt = client.register_script(_SAVE_CKPT)
@@ -213,6 +264,7 @@ class RedisStore:
         prefix: str = "aucstream",
         socket_timeout: float = 5.0,
         connect_timeout: float = 2.0,
+        resolve_timeout: float = 10.0,
     ) -> RedisStore:
         """A store on ``redis://[:password@]host:port/db`` (or ``rediss://``, ``unix://``).
 
@@ -237,8 +289,9 @@ class RedisStore:
                 raise StoreUnavailable(
                     f"Redis Cluster at {plain.rpartition('@')[2]} unavailable: {exc}"
                 ) from exc
-            return cls(cluster, prefix=prefix)
-        return cls(redis.Redis.from_url(url, **options), prefix=prefix)
+            return cls(cluster, prefix=prefix, resolve_timeout=resolve_timeout)
+        return cls(redis.Redis.from_url(url, **options), prefix=prefix,
+                   resolve_timeout=resolve_timeout)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self._prefix!r})"
@@ -307,20 +360,64 @@ class RedisStore:
                 self._r.sadd(self._index, name)
 
     def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
-        keys = self._keys(name, "config", "meta", "log", "ids")
+        keys = self._keys(name, "config", "meta", "log", "ids", f"tok:{uuid.uuid4().hex}")
         ids = check_event_ids(event_ids)
         data = bytes(payload)
         packed = msgpack.packb([False if eid is None else eid for eid in ids])
-        with self._guard("append"):
-            res = self._append(keys=keys, args=[data, packed])
+        try:
+            res = self._append(keys=keys, args=[data, packed, self._token_ttl_ms])
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if _before_sending(exc):
+                raise self._unavailable("append", exc) from exc
+            return _result(self._find_out(name, keys[4], exc), data)
+        except (redis.RedisError, RedisClusterException) as exc:
+            # the server refused the script (OOM, READONLY, LOADING, ...): it did not run
+            raise self._unavailable("append", exc) from exc
         if res[0] == -1:
             self._not_found(name)
+        if res[0] == -2:  # a resend of a script that ran or was fenced
+            return _result(self._checked(name, res[1]), data)
         written, start, end, skipped = res
-        skip = tuple(int(i) for i in skipped.split(b",")) if skipped else ()
-        if not written:
-            return AppendResult(entry=None, duplicates=skip, version=int(start))
-        entry = LogEntry(start=int(start), end=int(end), payload=data, skip=skip)
-        return AppendResult(entry=entry, duplicates=skip, version=int(end))
+        return _result(b"%d:%d:%d:%s" % (written, start, end, skipped), data)
+
+    def _find_out(self, name: str, token_key: str, cause: Exception) -> bytes:
+        """The record of an append that was cut off in flight, fencing it if it did not
+        run; retried until ``resolve_timeout`` while the server is out of reach."""
+        deadline = time.monotonic() + self._resolve_timeout
+        pause = _RESOLVE_RETRY
+        while True:
+            try:
+                record = self._fence(keys=[token_key], args=[int(1000 * _FENCE_TTL)])
+                return self._checked(name, record)
+            except (redis.RedisError, RedisClusterException) as exc:
+                if time.monotonic() + pause >= deadline:
+                    raise AppendOutcomeUnknown(
+                        f"Redis at {self._where} did not confirm an append to {name!r} "
+                        f"({type(cause).__name__}: {cause}) and stayed out of reach for "
+                        f"{self._resolve_timeout:g} s ({type(exc).__name__}: {exc}): it may "
+                        "or may not have been written") from exc
+                time.sleep(pause)
+                pause = min(2 * pause, 0.5)
+
+    def _checked(self, name: str, record: bytes) -> bytes:
+        if record == b"fenced":
+            raise StoreUnavailable(
+                f"Redis at {self._where} did not answer an append to {name!r} in time; it "
+                "was fenced and will never be written")
+        return bytes(record)
+
+    def _unavailable(self, what: str, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"Redis at {self._where} unavailable ({what}): {type(exc).__name__}: {exc}")
+
+    def release_ids(self, name: str, start: int, end: int) -> None:
+        keys = self._keys(name, "config", "ids")
+        start = check_position(start, "start")
+        end = check_position(end, "end")
+        with self._guard("release_ids"):
+            res = self._release_ids(keys=keys, args=[start, end])
+        if res == -1:
+            self._not_found(name)
 
     def read_log(self, name: str, after: int, limit: int | None = None) -> list[LogEntry]:
         keys = self._keys(name, "config", "log")
@@ -376,6 +473,31 @@ class RedisStore:
 
     def close(self) -> None:
         self._r.close()
+
+
+def _result(record: bytes, payload: bytes) -> AppendResult:
+    """An AppendResult from an append's record ``written:start:end:skip``."""
+    written, start, end, skipped = record.split(b":", 3)
+    skip = tuple(int(i) for i in skipped.split(b",")) if skipped else ()
+    if written == b"0":
+        return AppendResult(entry=None, duplicates=skip, version=int(start))
+    entry = LogEntry(start=int(start), end=int(end), payload=payload, skip=skip)
+    return AppendResult(entry=entry, duplicates=skip, version=int(end))
+
+
+def _before_sending(exc: Exception) -> bool:
+    """Whether redis-py failed while connecting, before the command went out (its
+    connect errors say so: "Error 111 connecting to ...", "Timeout connecting to
+    server"). Anything else may have reached the server; when unsure, the caller finds
+    out, which is slower but never wrong."""
+    return "connecting to" in str(exc)
+
+
+def _socket_timeout(client: Any) -> float:
+    """The client's socket timeout in seconds (5 if it cannot be read)."""
+    kwargs = client.get_connection_kwargs() if hasattr(client, "get_connection_kwargs") else {}
+    timeout = kwargs.get("socket_timeout")
+    return float(timeout) if timeout else 5.0
 
 
 def _entry(eid: bytes, fields: list[bytes]) -> LogEntry:

@@ -2,9 +2,11 @@
 
 ``<data_dir>/aucstream.sqlite3`` in WAL mode with ``synchronous=FULL``: a returned
 append or checkpoint is in the fsynced WAL, so neither a killed process nor a power cut
-loses it. Each write is one ``BEGIN IMMEDIATE`` transaction, which takes the database's
-single write lock up front (waiting up to the busy timeout), so threads of one process
-and several processes (uvicorn workers) can share the file; readers never block in WAL.
+loses it. An append that raises was rolled back whole (SQLite's atomic commit), so its
+outcome is always known: StoreUnavailable means it was not written. Each write is one
+``BEGIN IMMEDIATE`` transaction, which takes the database's single write lock up front
+(waiting up to the busy timeout), so threads of one process and several processes
+(uvicorn workers) can share the file; readers never block in WAL.
 
 Appends are group-committed: threads that want to append while another thread holds the
 write turn queue up, and the next turn commits all queued appends in one transaction —
@@ -420,6 +422,15 @@ class SqliteStore:
             (mid, end, start, data, ",".join(map(str, skip))),
         )
         c.execute("UPDATE models SET log_end = ? WHERE id = ?", (end, mid))
+
+    def release_ids(self, name: str, start: int, end: int) -> None:
+        check_name(name)
+        start = check_position(start, "start")
+        end = check_position(end, "end")
+        with self._guard("release_ids"), self._tx() as c:
+            mid, _ = self._model(c, name)
+            c.execute("DELETE FROM event_ids WHERE model = ? AND pos > ? AND pos <= ?",
+                      (mid, start, end))
 
     def read_log(self, name: str, after: int, limit: int | None = None) -> list[LogEntry]:
         check_name(name)

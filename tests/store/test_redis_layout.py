@@ -16,6 +16,11 @@ def test_key_layout(redis_server: RedisServer) -> None:
     r = redis_server.client()
     try:
         keys = {bytes(k).decode(): r.type(k) for k in r.scan_iter(match="lay:*")}
+        tokens = sorted(k for k in keys if k.startswith("lay:{m}:tok:"))
+        assert len(tokens) == 1 and len(tokens[0]) == len("lay:{m}:tok:") + 32
+        assert r.get(tokens[0]) == b"1:0:2:2"  # what the append did: written, start, end, skip
+        assert 0 < r.pttl(tokens[0]) <= store._token_ttl_ms
+        del keys[tokens[0]]
         assert keys == {
             "lay:models": b"set",
             "lay:{m}:config": b"hash",
@@ -31,7 +36,8 @@ def test_key_layout(redis_server: RedisServer) -> None:
         assert r.hget("lay:{m}:ckpt", "blob") == b"\x80state"  # raw bytes, no pickle
         assert r.hget("lay:{m}:meta", "end") == b"2"
         store.delete_model("m")
-        assert list(r.scan_iter(match="lay:{*")) == []
+        # everything goes but the append records, which expire on their own
+        assert [bytes(k).decode() for k in r.scan_iter(match="lay:{*")] == tokens
     finally:
         r.close()
         store.close()
@@ -64,7 +70,7 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
     store.save_checkpoint(name, 1, b"s")
     r = redis_cluster.nodes[0].client()
     try:
-        suffixes = ("config", "meta", "log", "ids", "ckpt")
+        suffixes = ("config", "meta", "log", "ids", "ckpt", "tok:" + "0" * 32)
         slots = {r.cluster("KEYSLOT", f"slot:{{{name}}}:{x}") for x in suffixes}
         assert len(slots) == 1
         assert store.read_log(name, 0)[0].payload == b"p"
