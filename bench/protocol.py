@@ -234,9 +234,13 @@ def cross_validate(method: Method, X: np.ndarray, y: np.ndarray, *, scaling: str
             if math.isnan(sums[p]):
                 continue
             model = method.make(d, _seed(seed, 3, j), params)
-            with np.errstate(all="ignore"):
-                model.learn(Xtr, y[tr])
-                sums[p] += safe_auc(y[val], model.score(Xval))
+            try:
+                with np.errstate(all="ignore"):
+                    model.learn(Xtr, y[tr])
+            except models.NonFiniteError:  # diverged: the model refused to go non-finite
+                sums[p] = math.nan
+                continue
+            sums[p] += safe_auc(y[val], model.score(Xval))
     means = (sums / k).tolist()
     finite = [m if not math.isnan(m) else -math.inf for m in means]
     best = int(np.argmax(finite))
@@ -261,10 +265,14 @@ def evaluate_split(method: Method, X: np.ndarray, y: np.ndarray, split: Split, *
     Xtr, Xte = scaler.transform(Xtr_raw), scaler.transform(X[split.test])
     model = method.make(X.shape[1], _seed(split_seed, 4), params)
     t2 = time.perf_counter()
-    with np.errstate(all="ignore"):
-        model.learn(Xtr, ytr)
+    try:
+        with np.errstate(all="ignore"):
+            model.learn(Xtr, ytr)
         t3 = time.perf_counter()
         scores = model.score(Xte)
+    except models.NonFiniteError:  # the winner diverged on the full training part
+        t3 = time.perf_counter()
+        scores = np.full(Xte.shape[0], np.nan)
     t4 = time.perf_counter()
     return {
         "run": split.run,
@@ -307,8 +315,11 @@ def prequential(method: Method, X: np.ndarray, y: np.ndarray, params: dict[str, 
         Xb = X[a:b]
         if scaler is not None:
             Xb = scaler.learn_transform(Xb)
-        with np.errstate(all="ignore"):
-            prior[a:b] = model.score_then_learn(Xb, y[a:b])
+        try:
+            with np.errstate(all="ignore"):
+                prior[a:b] = model.score_then_learn(Xb, y[a:b])
+        except models.NonFiniteError:  # diverged (refused to go non-finite): no scores
+            prior[a:b] = np.nan
         good = np.isfinite(prior[a:b])
         rolling.update(np.where(good, prior[a:b], 0.0), y[a:b])
         if b in mark_set:

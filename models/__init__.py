@@ -17,6 +17,14 @@ from . import oam as _oam  # noqa: F401
 from . import opauc as _opauc  # noqa: F401
 from . import solam as _solam  # noqa: F401
 from .auc import RollingAUC, auc
-from .base import Learner, available, create, from_state
+from .base import Learner, NonFiniteError, available, create, from_state
 
-__all__ = ["Learner", "RollingAUC", "auc", "available", "create", "from_state"]
+__all__ = [
+    "Learner",
+    "NonFiniteError",
+    "RollingAUC",
+    "auc",
+    "available",
+    "create",
+    "from_state",
+]

@@ -42,3 +42,24 @@ MAX_FEATURES_SPARSE = 1 << 22
 
 # Above this many features a sparse-capable learner stores its buffers sparse by default.
 SPARSE_STORAGE_THRESHOLD = 4096
+
+# Parameter ranges. Positive scale parameters (penalties C, steps η and ζ, kernel widths
+# σ) are accepted in [SCALE_PARAM_MIN, SCALE_PARAM_MAX]: the papers tune them over
+# 2^[-10:10] (about 1e-3 ... 1e3) and the bench down to 2^-16 (1.5e-5), all well inside,
+# while values far outside overflow the arithmetic on their own or with inputs up to 1e12
+# (measured: NOAM σ ≤ 1e-156 makes 1/(2σ²) infinite, FOAM/FCBR σ ≤ 1e-296 infinite
+# frequencies; CBR-diag 'prec' C ≥ 1e16, SOLAM sparse ζ ≥ 1e152, FOAM η and OAM_gra C near
+# 1e300 overflow the state or its scores). Each learner's docstring gives its ranges.
+SCALE_PARAM_MIN = 1e-6
+SCALE_PARAM_MAX = 1e6
+
+# SOLAM's radius R: the paper cross-validates R over 10^[-1:5], so the upper bound is
+# higher; from R ≈ 1e144 on, raw rows (normalize=False) of scale 1e12 overflow the state.
+SOLAM_MAX_RADIUS = 1e8
+
+# OPAUC's constant step η (papers: 2^[-12:10]) and ridge λ. No range keeps a constant step
+# stable on unscaled data (see OPAUC's Notes): these exclude the values that overflow
+# within a few events on unit rows (η = 1e30; λ with η·λ far above 2).
+OPAUC_MIN_STEP = 1e-8
+OPAUC_MAX_STEP = 1e4
+OPAUC_MAX_RIDGE = 100.0

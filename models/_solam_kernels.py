@@ -8,8 +8,9 @@ arrays in place. Two layouts of the same algorithm:
   A = Σ_j γ_j w_j = Γ·w̄ kept as A = c·u − Ã (spec solam-mba §2.11), O(nnz) per event
   plus a rare O(d) fold of σ back into u.
 
-Class index 0 is the negative class, 1 the positive class. Kernels return the number of
-events whose primal step was non-zero (0 while only one class has been seen).
+Class index 0 is the negative class, 1 the positive class. ``dense_learn`` returns the
+number of events whose primal step was non-zero (0 while only one class has been seen);
+``lazy_learn`` returns to its caller for each fold (see there).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ._kernels import dot4
 __all__ = [
     "dense_learn",
     "dense_scores",
+    "fold",
     "gradients",
     "lazy_learn",
     "lazy_scores",
@@ -133,7 +135,7 @@ def dense_learn(X, y, w, wbar, aba, aba_bar, gsum, kappa, n_seen, zeta, R, norma
 
 
 @njit(cache=True, nogil=True)
-def _fold(u, atil, lazy):
+def fold(u, atil, lazy):
     """Fold σ into u: u ← σu, σ ← 1, and restart c at 0 with Ã ← −A (A = c·u − Ã)."""
     scale = lazy[0]
     c = lazy[2]
@@ -149,21 +151,36 @@ def _fold(u, atil, lazy):
 
 
 @njit(cache=True, nogil=True)
-def lazy_learn(indptr, indices, values, y, u, atil, lazy, aba, aba_bar, gsum, kappa, n_seen,
-               zeta, R, normalize, min_scale, average, prior):
-    """SOLAM over canonical CSR rows in O(nnz) per event (spec solam-mba §2.11).
+def lazy_learn(first, indptr, indices, values, y, u, atil, lazy, aba, aba_bar, gsum, kappa,
+               n_seen, zeta, R, normalize, min_scale, average, prior, log_u, log_a, logged):
+    """SOLAM over canonical CSR rows ``first``, ``first`` + 1, … in O(nnz) per event
+    (spec solam-mba §2.11).
 
     ``lazy`` = [σ, ‖w‖², c] with w = σ·u, c = Σ_j γ_j σ_j since the last fold, and
-    Γ·w̄ = c·u − Ã (``atil`` = Ã). Returns the number of non-zero primal steps.
+    Γ·w̄ = c·u − Ã (``atil`` = Ã).
+
+    Returns ``(resume, fold_due, finite)``. After a row whose step leaves σ <
+    ``min_scale`` the kernel stops with ``resume`` = that row + 1 and ``fold_due``; the
+    caller runs :func:`fold` (O(d)) and calls again from ``resume``; otherwise
+    ``resume`` is the batch length. (The fold used to run inside the row, before its
+    (a, b, α) step; the two touch disjoint arrays, so the order changes no bit.)
+    ``finite`` says whether every value this call wrote into ``u`` and ``atil`` is
+    finite.
+
+    Journal for an all-or-nothing batch (``models._atomic``), when ``log_u`` is
+    non-empty (as long as the batch's CSR values): for each position j of a row,
+    ``log_u[j]`` and ``log_a[j]`` receive ``u`` and ``atil`` at ``indices[j]`` just before
+    the row changes them, and ``logged[0]`` the end of the positions logged so far.
     """
     n = indptr.shape[0] - 1
     max_row = 0
-    for r in range(n):
+    for r in range(first, n):
         max_row = max(max_row, indptr[r + 1] - indptr[r])
     xs = np.empty(max_row)
     R2 = R * R
-    steps = 0
-    for r in range(n):
+    journal = log_u.shape[0] > 0
+    finite = True
+    for r in range(first, n):
         lo, hi = indptr[r], indptr[r + 1]
         m = hi - lo
         sq = 0.0
@@ -214,14 +231,34 @@ def lazy_learn(indptr, indices, values, y, u, atil, lazy, aba, aba_bar, gsum, ka
         # Step 4: w ← w − γ g_w x, i.e. u ← u + δ with δ = −(γ g_w / σ) x; Ã += c·δ keeps
         # c·u − Ã unchanged.
         step = gamma * g_w
+        fold_due = False
         if step != 0.0:
-            steps += 1
             coef = -step / scale
             ccoef = csum * coef
-            for k in range(m):
-                i = indices[lo + k]
-                u[i] += coef * xs[k]
-                atil[i] += ccoef * xs[k]
+            # x·0 is NaN for x = ±inf or NaN, else 0: ``chk`` says whether all are finite.
+            chk = 0.0
+            if journal:
+                for k in range(m):
+                    i = indices[lo + k]
+                    u0 = u[i]
+                    a0 = atil[i]
+                    log_u[lo + k] = u0
+                    log_a[lo + k] = a0
+                    ui = u0 + coef * xs[k]
+                    ai = a0 + ccoef * xs[k]
+                    u[i] = ui
+                    atil[i] = ai
+                    chk += ui * 0.0 + ai * 0.0
+            else:
+                for k in range(m):
+                    i = indices[lo + k]
+                    ui = u[i] + coef * xs[k]
+                    ai = atil[i] + ccoef * xs[k]
+                    u[i] = ui
+                    atil[i] = ai
+                    chk += ui * 0.0 + ai * 0.0
+            if chk != 0.0:
+                finite = False
             wsq = lazy[1] - 2.0 * step * s + step * step * xsq
             if wsq < 0.0:
                 wsq = 0.0
@@ -229,11 +266,18 @@ def lazy_learn(indptr, indices, values, y, u, atil, lazy, aba, aba_bar, gsum, ka
                 lazy[0] = scale * (R / math.sqrt(wsq))
                 wsq = R2
             lazy[1] = wsq
-            if lazy[0] < min_scale:
-                _fold(u, atil, lazy)
+            fold_due = lazy[0] < min_scale
+        elif journal:  # nothing changes; the positions are logged all the same
+            for k in range(m):
+                log_u[lo + k] = u[indices[lo + k]]
+                log_a[lo + k] = atil[indices[lo + k]]
+        if journal:
+            logged[0] = hi
         _scalar_step(aba, aba_bar, g0 / g1, gamma / g1, gamma, g_a, g_b, g_alpha,
                      R * kappa[0])
-    return steps
+        if fold_due:
+            return r + 1, True, finite
+    return n, False, finite
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -3,7 +3,7 @@
 Each learner declares its parameters as a table of :class:`Param` rules; a failure reads
 the same way everywhere::
 
-    The 'C' parameter of cbr_fifo must be a float in (0, inf); got -1.
+    The 'C' parameter of cbr_fifo must be a float in [1e-06, 1e+06]; got -1.
 
 Inputs are checked whole before anything is learned, so a rejected call changes nothing.
 """
@@ -41,8 +41,8 @@ class Interval:
     closed: str = "neither"  # "neither", "left", "right", "both"
 
     def describe(self) -> str:
-        lo = "-inf" if self.low is None else _fmt(self.low)
-        hi = "inf" if self.high is None else _fmt(self.high)
+        lo = "-inf" if self.low is None else _fmt(self.low, self.kind)
+        hi = "inf" if self.high is None else _fmt(self.high, self.kind)
         left = "[" if self.closed in ("left", "both") and self.low is not None else "("
         right = "]" if self.closed in ("right", "both") and self.high is not None else ")"
         noun = "an int" if self.kind is int else "a float"
@@ -102,8 +102,13 @@ class Param:
     doc: str = ""
 
 
-def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(x)
+def _fmt(x: float, kind: type = float) -> str:
+    """A bound as written in messages: ints in full; floats short ('0', '0.5', '1e+06',
+    '1e-06') when that reads back exactly, else their repr."""
+    if kind is int:
+        return str(int(x))
+    short = f"{float(x):g}"
+    return short if float(short) == x else repr(float(x))
 
 
 def validate_params(learner: str, table: dict[str, Param], given: dict[str, Any]) -> dict:
@@ -140,6 +145,14 @@ class Batch:
     @property
     def is_sparse(self) -> bool:
         return self.dense is None
+
+    def head(self, k: int) -> Batch:
+        """The first ``k`` rows (views, no copy)."""
+        if self.dense is not None:
+            return Batch(n=k, dense=self.dense[:k])
+        end = self.indptr[k]
+        return Batch(n=k, indptr=self.indptr[:k + 1], indices=self.indices[:end],
+                     values=self.values[:end])
 
 
 def _looks_sparse(X: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import _auc_kernels as K
+from ._memory import array_bytes
 
 __all__ = ["RollingAUC", "auc"]
 
@@ -94,6 +95,11 @@ class RollingAUC:
         self._counts = np.zeros(3, np.int64)  # n_neg, n_pos, 2U
         self._pos = K.new_tree(w)
         self._neg = K.new_tree(w)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory its arrays take."""
+        return array_bytes(self)
 
     def update(self, scores: Any, labels: Any) -> None:
         """Push pairs in order; the oldest leave once the window is full."""

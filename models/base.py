@@ -13,12 +13,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _sparse
+from ._atomic import Journal, Plan, all_finite, touched_columns
 from ._buffers import check_buffer_state
 from ._kernels import NO_SCORES
+from ._memory import array_bytes
 from ._validation import Batch, Interval, Options, Param, check_labels, check_matrix
 from ._validation import validate_params as _validate_params
 
-__all__ = ["Learner", "available", "create", "from_state", "register"]
+__all__ = ["Learner", "NonFiniteError", "available", "create", "from_state", "register"]
 
 STATE_VERSION = 1
 
@@ -26,6 +28,28 @@ STATE_VERSION = 1
 _META = ("learner", "state_version", "n_features", "seed")
 
 _REGISTRY: dict[str, type[Learner]] = {}
+
+# Empty sparse buffers, for layouts without them.
+_NO_BIDX = np.zeros((2, 0, 0), np.int64)
+_NO_BNNZ = np.zeros((2, 0), np.int64)
+
+
+class NonFiniteError(ValueError):
+    """Learning a batch would make a model's state (or a prequential score) non-finite.
+
+    Raised by ``learn`` and ``score_then_learn`` (and ``StandardScaler.learn_transform``)
+    after the state has been restored bit for bit: nothing of the batch was learned.
+    ``row`` is the first row of the batch whose learning makes the model fail: the
+    smallest k such that learning rows[:k + 1] alone would fail.
+    """
+
+    def __init__(self, learner: str, row: int) -> None:
+        self.learner = learner
+        self.row = int(row)
+        super().__init__(
+            f"{learner}: learning row {self.row} of this batch would make the model's "
+            f"state non-finite; nothing was learned."
+        )
 
 
 def register(cls: type[Learner]) -> type[Learner]:
@@ -70,6 +94,11 @@ class Learner:
     is a dict of numpy arrays whose keys end with ``_``; kernels update those arrays in
     place. ``_learn(batch, y, prior)`` writes each event's score before learning it into
     ``prior`` when ``prior`` is non-empty.
+
+    Learning is all or nothing (``models._atomic``): before a batch the state is copied,
+    or, for a sparse layout's O(d) vectors (``_journaled``), journaled at the columns the
+    batch can touch; if the batch raises, or leaves the state or a prequential score
+    non-finite, the state is restored bit for bit.
     """
 
     name: ClassVar[str]
@@ -80,6 +109,16 @@ class Learner:
     variable_shape: ClassVar[frozenset[str]] = frozenset()
     # State arrays that ``_score`` reads: all that a snapshot copies.
     scoring_keys: ClassVar[tuple[str, ...]]
+    # State arrays that ``_learn`` never writes (e.g. random Fourier frequencies drawn at
+    # construction): a batch neither copies nor checks them.
+    fixed_keys: ClassVar[frozenset[str]] = frozenset()
+    # State arrays that only ever hold copies of input rows, which are checked finite
+    # on the way in: a batch copies them but does not check them.
+    input_keys: ClassVar[frozenset[str]] = frozenset()
+    # True if ``_learn`` logs the ``_journaled`` vectors itself as it goes, per position
+    # of the batch's CSR values (``models._atomic.Journal``), instead of their values
+    # being gathered before the batch.
+    logs_journal: ClassVar[bool] = False
 
     def __init__(self, *, n_features: int, seed: int = 0, **params: Any) -> None:
         self.n_features, self.seed = _check_meta(self.name, n_features, seed, self.max_features)
@@ -87,6 +126,8 @@ class Learner:
         self._resolve_params()
         self._state: dict[str, np.ndarray] = self._allocate()
         self._frozen = False
+        self._journal: Journal | None = None  # set while a batch is being learned
+        self._plan: Plan | None = None  # what a journal copies and checks, made once
 
     # ----------------------------------------------------------------- subclass hooks
     def _resolve_params(self) -> None:
@@ -101,33 +142,124 @@ class Learner:
     def _score(self, batch: Batch) -> np.ndarray:
         raise NotImplementedError
 
+    def _journaled(self) -> tuple[str, ...]:
+        """Sparse layouts: the O(d) state vectors that a batch changes only at the
+        columns of its rows and of the rows buffered when it starts. They are journaled
+        at those columns (``_journal_columns``) instead of copied whole."""
+        return ()
+
+    def _journal_columns(self, batch: Batch) -> np.ndarray:
+        """The columns a (CSR) batch can change the ``_journaled`` vectors at: its own,
+        and those of the rows in the sparse buffers (``bidx_``) when it starts, each
+        once. (A learner that logs its journal itself gets the batch's indices.)"""
+        s = self._state
+        if self.logs_journal:
+            return batch.indices
+        seen = getattr(self, "_seen", None)
+        if seen is None:  # scratch, all zero between calls (allocated once)
+            seen = self._seen = np.zeros((self.n_features + 63) // 64, np.uint64)
+        bidx, bnnz = (s["bidx_"], s["bnnz_"]) if "bidx_" in s else (_NO_BIDX, _NO_BNNZ)
+        return touched_columns(batch.indices, bidx, bnnz, seen)
+
+    def _log_scratch(self, vectors: tuple[str, ...], n: int) -> dict[str, np.ndarray]:
+        """Arrays of at least ``n`` floats per journaled vector for a kernel that logs its
+        journal (``logs_journal``); kept from batch to batch, as fresh ones would cost a
+        page fault every 4 kB."""
+        log = getattr(self, "_log", None)
+        if log is None or log[vectors[0]].shape[0] < n:
+            log = self._log = {k: np.empty(max(n, 1024)) for k in vectors}
+        return log
+
+    def _keep_whole(self, *keys: str) -> None:
+        """Called by ``_learn`` before it rewrites journaled vectors whole (an O(d) step
+        such as SOLAM's fold): the running journal, if any, copies them first."""
+        journal = getattr(self, "_journal", None)
+        if journal is not None:
+            journal.keep_whole(self._state, keys)
+
     # ----------------------------------------------------------------- public verbs
     def learn(self, X: Any, y: Any) -> Learner:
         """Learn from a batch of events, applied in row order.
 
         ``X`` is an (n, d) float array (or CSR input for sparse-capable learners);
         ``y`` holds labels in {0, 1} or {-1, +1} (or booleans). The whole batch is
-        checked first: a bad batch raises ``ValueError`` and changes nothing.
+        checked first: a bad batch raises ``ValueError`` and changes nothing. Learning
+        is all or nothing: if the batch would leave the state non-finite, the state is
+        restored and :class:`NonFiniteError` names the first row that breaks it.
         """
         self._check_not_frozen()
         batch = check_matrix(self.name, X, self.n_features, self.accepts_sparse)
         labels = check_labels(self.name, y, batch.n)
         if batch.n:
-            self._learn(batch, labels, NO_SCORES)
+            self._learn_whole(batch, labels, NO_SCORES)
         return self
 
     def score_then_learn(self, X: Any, y: Any) -> np.ndarray:
         """Test-then-train: score each event with the model as it stands just before it,
         then learn it. Returns those prequential scores; the learned state is exactly
         that of ``learn(X, y)``, and each score equals what ``score`` would have given.
+        All or nothing as ``learn``; a non-finite prequential score fails the batch too.
         """
         self._check_not_frozen()
         batch = check_matrix(self.name, X, self.n_features, self.accepts_sparse)
         labels = check_labels(self.name, y, batch.n)
         prior = np.zeros(batch.n)
         if batch.n:
-            self._learn(batch, labels, prior)
+            self._learn_whole(batch, labels, prior)
         return prior
+
+    def _learn_whole(self, batch: Batch, y: np.ndarray, prior: np.ndarray) -> None:
+        """Learn the batch, or restore the state and raise :class:`NonFiniteError`."""
+        if self._journaled() and batch.dense is not None:
+            batch = Batch(batch.n, None, *_sparse.dense_to_csr(batch.dense))
+        if self._attempt(batch, y, prior, keep=True):
+            return
+        # Rare path: bisect for the first failing prefix, each trial rolled back. A
+        # prefix of the full batch fails (it is the batch); the empty one does not.
+        good, bad = 0, batch.n
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            trial = np.zeros(mid) if prior.shape[0] else NO_SCORES
+            if self._attempt(batch.head(mid), y[:mid], trial, keep=False):
+                good = mid
+            else:
+                bad = mid
+        raise NonFiniteError(self.name, bad - 1)
+
+    def _open_journal(self, batch: Batch) -> Journal:
+        """Journal the state before learning the (CSR, for a sparse layout) ``batch``; the
+        journal is the running one (``_keep_whole``) until the caller clears it."""
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = Plan.of(self._state, self.fixed_keys, self.input_keys,
+                                        self._journaled())
+        cols = log = None
+        if plan.vectors:
+            cols = self._journal_columns(batch)
+            if self.logs_journal:
+                log = self._log_scratch(plan.vectors, cols.shape[0])
+        journal = self._journal = Journal(self._state, plan, cols, log)
+        return journal
+
+    def _attempt(self, batch: Batch, y: np.ndarray, prior: np.ndarray, keep: bool) -> bool:
+        """Learn the batch; return whether the state and scores stay finite. A failed
+        batch (or any batch, unless ``keep``) is rolled back; an exception other than an
+        ``ArithmeticError`` is re-raised after the rollback."""
+        s = self._state
+        journal = self._open_journal(batch)
+        try:
+            self._learn(batch, y, prior)
+            ok = journal.finite(s) and (not prior.shape[0] or all_finite(prior))
+        except ArithmeticError:  # ZeroDivisionError, OverflowError, FloatingPointError
+            ok = False
+        except BaseException:
+            journal.restore(s)
+            raise
+        finally:
+            self._journal = None
+        if not (ok and keep):
+            journal.restore(s)
+        return ok
 
     def score(self, X: Any) -> np.ndarray:
         """Scores of the rows of ``X`` (float64; higher ranks first). Never mutates."""
@@ -172,6 +304,11 @@ class Learner:
         """Events learned so far, as (negatives, positives)."""
         n = self._state["n_seen_"]
         return int(n[0]), int(n[1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory the learner's arrays take: its state and its scratch space."""
+        return array_bytes(self)
 
     @property
     def buffer_fill(self) -> tuple[int, int] | None:
@@ -288,6 +425,17 @@ def _one_row(name: str, x: Any) -> np.ndarray:
 # Parameters shared by several families, declared once.
 def capacity_param(default: int) -> Param:
     return Param(Interval(int, 1, 100_000, "both"), default, "buffer capacity per class")
+
+
+def scale_param(default: float, doc: str, low: float | None = None,
+                high: float | None = None) -> Param:
+    """A positive scale parameter (penalty, step, kernel width) in the closed range
+    [low, high], by default [SCALE_PARAM_MIN, SCALE_PARAM_MAX] (see ``models._config``)."""
+    from ._config import SCALE_PARAM_MAX, SCALE_PARAM_MIN
+
+    low = SCALE_PARAM_MIN if low is None else low
+    high = SCALE_PARAM_MAX if high is None else high
+    return Param(Interval(float, low, high, "both"), default, doc)
 
 
 def storage_param() -> Param:

@@ -27,7 +27,14 @@ from ._features import draw_rff, rff_map
 from ._kernels import csr_scores, dense_scores
 from ._rng import new_state
 from ._validation import Batch, Interval, Options, Param
-from .base import Learner, capacity_param, register, resolve_storage, storage_param
+from .base import (
+    Learner,
+    capacity_param,
+    register,
+    resolve_storage,
+    scale_param,
+    storage_param,
+)
 
 __all__ = ["CBRFIFO", "CBRRS", "FCBRFIFO", "FCBRRS", "CBRDiagFIFO", "CBRDiagRS"]
 
@@ -41,7 +48,7 @@ def _cw_constants(eta: float) -> tuple[float, float, float]:
 
 
 _COMMON = {
-    "C": Param(Interval(float, 0, None, "neither"), 0.1, "cap on each pair's step α"),
+    "C": scale_param(0.1, "cap on each pair's step α"),
     "eta": Param(
         Interval(float, 0.5, 1, "neither"), 0.7, "confidence η; φ = Φ⁻¹(η) must be > 0"
     ),
@@ -105,6 +112,7 @@ class _FullCovariance(_CBRBase):
 class _CBRFull(_FullCovariance):
     max_features = MAX_FEATURES_QUADRATIC
     scoring_keys = ("mu_",)
+    input_keys = frozenset({"buf_"})
     param_table: ClassVar[dict[str, Param]] = dict(_COMMON)
 
     def _allocate(self) -> dict[str, np.ndarray]:
@@ -132,13 +140,16 @@ class CBRFIFO(_CBRFull):
         Input dimension d (at most 4096: Σ is d × d).
     seed : int
         Seed of the generator (unused by FIFO buffers, kept for a uniform API).
-    C : float, default 0.1
+    C : float in [1e-6, 1e6], default 0.1
         Aggressiveness: cap on each pair's step α (SCW-I). The paper tunes it over
         2^[−10:10]; the spec review found the best C at 2^−10…2^−6 on every set it swept
         (features scaled to about unit range), so the default leans small. Multiplying
-        every feature by c is the same as using c·C.
-    eta : float, default 0.7
-        Confidence η in (½, 1); the margin is φ·√(zᵀΣz) with φ = Φ⁻¹(η).
+        every feature by c is the same as using c·C. The range keeps the paper's grid
+        (and the bench's 2^−16) well inside; CBR-diag's ``'prec'`` mode overflows G from
+        C ≈ 1e16 on rows of scale 1e12 (measured; no other form broke at any C > 0).
+    eta : float in (½, 1), default 0.7
+        Confidence η; the margin is φ·√(zᵀΣz) with φ = Φ⁻¹(η). Every float of the open
+        interval is safe: φ stays below 8.3, and none overflowed on rows up to 1e12.
     capacity : int, default 50
         Rows kept per class.
 
@@ -217,6 +228,7 @@ class _CBRDiag(_CBRBase):
     scoring_keys = ("mu_",)
     accepts_sparse = True
     variable_shape = frozenset({"bidx_", "bval_"})
+    input_keys = frozenset({"buf_", "bval_"})
     param_table: ClassVar[dict[str, Param]] = {
         **_COMMON,
         "diag_mode": Param(Options(("cov", "paper", "prec")), "cov", "diagonal update rule"),
@@ -225,6 +237,9 @@ class _CBRDiag(_CBRBase):
 
     def _resolve_params(self) -> None:
         resolve_storage(self.params, self.n_features)
+
+    def _journaled(self) -> tuple[str, ...]:
+        return ("mu_", "g_") if self.params["storage"] == "sparse" else ()
 
     def _allocate(self) -> dict[str, np.ndarray]:
         d = self.n_features
@@ -257,10 +272,14 @@ class _CBRDiag(_CBRBase):
         width = sparse_width(longest, s["bidx_"].shape[2])
         s["bidx_"], s["bval_"] = grow_sparse(s["bidx_"], s["bval_"], width)
         xt, mark = self._workspace()
-        K.diag_learn_sparse(indptr, indices, values, y, s["mu_"], s["g_"], s["bidx_"],
-                            s["bval_"], s["bnnz_"], s["order_"], s["n_seen_"], s["rng_"],
-                            self.policy, C, phi, psi, zeta, mode, CBR_MIN_VARIANCE, prior,
-                            xt, mark)
+        try:
+            K.diag_learn_sparse(indptr, indices, values, y, s["mu_"], s["g_"], s["bidx_"],
+                                s["bval_"], s["bnnz_"], s["order_"], s["n_seen_"], s["rng_"],
+                                self.policy, C, phi, psi, zeta, mode, CBR_MIN_VARIANCE,
+                                prior, xt, mark)
+        except BaseException:
+            self._work = None  # a kernel stopped mid-pair may leave the workspace dirty
+            raise
 
     def _workspace(self) -> tuple[np.ndarray, np.ndarray]:
         """Two all-zero arrays of length d for the sparse kernel (not part of the state:
@@ -355,12 +374,13 @@ class CBRDiagRS(_CBRDiag):
 class _FCBR(_FullCovariance):
     max_features = MAX_FEATURES_DENSE
     scoring_keys = ("theta_", "mu_")
+    fixed_keys = frozenset({"theta_"})
     param_table: ClassVar[dict[str, Param]] = {
         **_COMMON,
         "n_components": Param(
             Interval(int, 1, 4096, "both"), 150, "random Fourier components m (2m features)"
         ),
-        "sigma": Param(Interval(float, 0, None, "neither"), 1.0, "Gaussian kernel width σ"),
+        "sigma": scale_param(1.0, "Gaussian kernel width σ"),
         "mean_step_scale": Param(
             Interval(float, 0, 1, "right"), 1.0, "factor on the μ step (Prop. 3 prints ½)"
         ),
@@ -393,10 +413,11 @@ _FCBR_DOC_TAIL = """
         As :class:`CBRFIFO` (capacity 50 per class, as in the dissertation).
     n_components : int, default 150
         Random Fourier components m; the model lives in 2m = 300 dimensions.
-    sigma : float, default 1.0
+    sigma : float in [1e-6, 1e6], default 1.0
         Width σ of the Gaussian kernel exp(−‖x − y‖²/(2σ²)); θ ~ N(0, σ⁻² I). The
         dissertation uses σ = 100 on z-scored data and notes that tuning it may help.
-    mean_step_scale : float, default 1.0
+        Below about 1e-296 the frequencies θ = N(0, 1)/σ are infinite (NaN features).
+    mean_step_scale : float in (0, 1], default 1.0
         Factor on the μ step. Proposition 3 prints α/2; 1 is Proposition 1.
 
     State

@@ -26,7 +26,14 @@ from ._features import draw_rff, gaussian_gram, nystrom_map, rff_map
 from ._kernels import csr_scores, dense_scores, normalize_rows
 from ._rng import new_state
 from ._validation import Batch, Interval, Options, Param
-from .base import Learner, capacity_param, register, resolve_storage, storage_param
+from .base import (
+    Learner,
+    capacity_param,
+    register,
+    resolve_storage,
+    scale_param,
+    storage_param,
+)
 
 __all__ = ["FOAM", "NOAM", "OAMGra", "OAMSeq"]
 
@@ -41,10 +48,9 @@ class _OAM(Learner):
     scoring_keys = ("w_",)
     accepts_sparse = True
     variable_shape = frozenset({"bidx_", "bval_"})
+    input_keys = frozenset({"buf_", "bval_"})
     param_table: ClassVar[dict[str, Param]] = {
-        "C": Param(
-            Interval(float, 0, None, "neither"), 2.0**-5, "penalty C; C_t = C·max(1, N_opp/cap)"
-        ),
+        "C": scale_param(2.0**-5, "penalty C; C_t = C·max(1, N_opp/cap)"),
         "capacity": capacity_param(100),
         "storage": storage_param(),
     }
@@ -52,6 +58,9 @@ class _OAM(Learner):
 
     def _resolve_params(self) -> None:
         resolve_storage(self.params, self.n_features)
+
+    def _journaled(self) -> tuple[str, ...]:
+        return ("w_",) if self.params["storage"] == "sparse" else ()
 
     def _allocate(self) -> dict[str, np.ndarray]:
         cap = self.params["capacity"]
@@ -106,11 +115,13 @@ _OAM_DOC_TAIL = """
         non-zeros.
     seed : int
         Seed of the generator behind the reservoir draws.
-    C : float, default 2^-5
+    C : float in [1e-6, 1e6], default 2^-5
         Penalty C; the step cap grows as C_t = C·max(1, N_opp/capacity), N_opp the number
         of opposite-class events seen so far. The paper tunes C over 2^[−10:10]; the
         default is set by scale, not tuned, see Notes. Multiplying every feature by s is
-        the same model as C/s² (scores scaled by s).
+        the same model as C/s² (scores scaled by s). The range keeps the grid well
+        inside; OAM_gra's w grows in proportion to C, and C from about 1e284 overflows w
+        or its scores on rows of scale 1e3–1e12 (measured).
     capacity : int, default 100
         Rows kept per class (the papers use 100).
     storage : {'auto', 'dense', 'sparse'}, default 'auto'
@@ -240,11 +251,12 @@ class FOAM(Learner):
         Input dimension d.
     seed : int
         Seed of the generator that draws θ and then drives the reservoirs.
-    eta : float, default 0.01
-        Learning rate η (the paper tunes it over 2^[−10:10]). See Notes for the default.
-    sigma : float, default 1.0
+    eta : float in [1e-6, 1e6], default 0.01
+        Learning rate η (the paper tunes it over 2^[−10:10], well inside the range; η
+        near 1e308 overflows the scores). See Notes for the default.
+    sigma : float in [1e-6, 1e6], default 1.0
         Width σ of the Gaussian kernel; θ ~ N(0, σ⁻² I). 1 suits unit-norm rows
-        (‖x − y‖² ∈ [0, 4]).
+        (‖x − y‖² ∈ [0, 4]). Below about 1e-296 the frequencies are infinite.
     n_components : int, default 200
         Random Fourier components m; the model has 2m = 400 weights.
     capacity : int, default 100
@@ -299,9 +311,10 @@ class FOAM(Learner):
     name = "foam"
     max_features = MAX_FEATURES_DENSE
     scoring_keys = ("theta_", "w_")
+    fixed_keys = frozenset({"theta_"})
     param_table: ClassVar[dict[str, Param]] = {
-        "eta": Param(Interval(float, 0, None, "neither"), 0.01, _ETA_DOC),
-        "sigma": Param(Interval(float, 0, None, "neither"), 1.0, "Gaussian kernel width σ"),
+        "eta": scale_param(0.01, _ETA_DOC),
+        "sigma": scale_param(1.0, "Gaussian kernel width σ"),
         "n_components": Param(
             Interval(int, 1, 4096, "both"), 200, "random Fourier components m (2m features)"
         ),
@@ -365,13 +378,15 @@ class NOAM(Learner):
         Input dimension d.
     seed : int
         Seed of the generator behind the reservoir draws.
-    eta : float, default 2.0
-        Learning rate η, used in both phases (the paper tunes it over 2^[−10:10]).
-    sigma : float, default 1.0
-        Width σ of the Gaussian kernel, the same convention as FOAM.
+    eta : float in [1e-6, 1e6], default 2.0
+        Learning rate η, used in both phases (the paper tunes it over 2^[−10:10]; the
+        range keeps it well inside, as for FOAM).
+    sigma : float in [1e-6, 1e6], default 1.0
+        Width σ of the Gaussian kernel, the same convention as FOAM. γ = 1/(2σ²) is
+        infinite below σ ≈ 1e-154 (the σ = 1e-300 that broke NOAM before the range).
     budget : int, default 200
         Q: the number of support vectors that triggers the switch to the Nyström map.
-    rank_fraction : float, default 0.4
+    rank_fraction : float in (0, 100], default 0.4
         The rank is k = round(rank_fraction·Q) (the paper's 0.4Q), capped at Q + capacity
         and, at the switch, at Q_eff and at the eigenvalues above the floor.
     capacity : int, default 100
@@ -429,10 +444,11 @@ class NOAM(Learner):
 
     name = "noam"
     max_features = MAX_FEATURES_DENSE
+    input_keys = frozenset({"sv_x_", "rbuf_"})  # rows, unit-scaled or as they came
     scoring_keys = ("phase_", "n_sv_", "sv_x_", "sv_alpha_", "proj_", "w_")
     param_table: ClassVar[dict[str, Param]] = {
-        "eta": Param(Interval(float, 0, None, "neither"), 2.0, _ETA_DOC),
-        "sigma": Param(Interval(float, 0, None, "neither"), 1.0, "Gaussian kernel width σ"),
+        "eta": scale_param(2.0, _ETA_DOC),
+        "sigma": scale_param(1.0, "Gaussian kernel width σ"),
         "budget": Param(Interval(int, 1, 4096, "both"), 200, "Q: SVs before the switch"),
         "rank_fraction": Param(
             Interval(float, 0, 100, "right"), 0.4, "rank k = round(rank_fraction·Q)"

@@ -13,10 +13,10 @@ from typing import ClassVar
 import numpy as np
 
 from . import _opauc_kernels as K
-from ._config import MAX_FEATURES_QUADRATIC
+from ._config import MAX_FEATURES_QUADRATIC, OPAUC_MAX_RIDGE, OPAUC_MAX_STEP, OPAUC_MIN_STEP
 from ._kernels import dense_scores
 from ._validation import Batch, Interval, Param
-from .base import Learner, register
+from .base import Learner, register, scale_param
 
 __all__ = ["OPAUC"]
 
@@ -37,11 +37,14 @@ class OPAUC(Learner):
         Input dimension d (at most 4096: two d × d covariances). Dense input only.
     seed : int
         Unused (OPAUC is deterministic); kept for a uniform API.
-    eta : float, default 2**-6
+    eta : float in [1e-8, 1e4], default 2**-6
         Constant step η; see Notes for the default. The papers cross-validate
-        η ∈ 2^[−10:10] (dissertation) or 2^[−12:10].
-    lam : float, default 1e-4
-        Ridge λ (the dissertation's fixed value, specs README).
+        η ∈ 2^[−10:10] (dissertation) or 2^[−12:10], inside the range. Values such as
+        η = 1e30 overflow w within a few events on any data; see Notes on divergence.
+    lam : float in [0, 100], default 1e-4
+        Ridge λ (the dissertation's fixed value, specs README). The ridge part of a step
+        multiplies w by 1 − ηλ, which diverges by itself when ηλ > 2; at the default η,
+        every λ in range is stable.
 
     State
     -----
@@ -77,14 +80,22 @@ class OPAUC(Learner):
     - Γ is updated entry by entry from commuting products, so it stays exactly
       symmetric; Γ_o w is accumulated over the rows of Γ_o, a different summation order
       than Γ_o @ w (within rounding).
+    - Divergence: a constant step can diverge whatever η in range, with w growing
+      exponentially, on unnormalised data: the step is stable only while
+      η·(λ + ‖z‖² + λ_max(Γ_o)) < 2, and ‖z‖² grows with the square of the features'
+      scale (rows of scale 1e3 diverge at the default η; the papers' grid reaches 2^10,
+      which diverges even on unit rows). No parameter range can prevent this. ``learn``
+      is all or nothing: the batch whose event would overflow w is refused
+      (``models.NonFiniteError`` names the event) and the model keeps its state. Scale
+      the features (z-scores or unit rows, as the papers do) and tune η.
     """
 
     name = "opauc"
     scoring_keys = ("w_",)
     max_features = MAX_FEATURES_QUADRATIC
     param_table: ClassVar[dict[str, Param]] = {
-        "eta": Param(Interval(float, 0, None, "neither"), 2.0**-6, "constant step η"),
-        "lam": Param(Interval(float, 0, None, "left"), 1e-4, "ridge λ"),
+        "eta": scale_param(2.0**-6, "constant step η", low=OPAUC_MIN_STEP, high=OPAUC_MAX_STEP),
+        "lam": Param(Interval(float, 0, OPAUC_MAX_RIDGE, "both"), 1e-4, "ridge λ"),
     }
 
     def _allocate(self) -> dict[str, np.ndarray]:

@@ -2,7 +2,9 @@
 
 ``learn_transform`` updates the statistics with each row in order and standardises the
 row with the statistics that include it, as River's ``StandardScaler`` does; a feature
-with zero variance so far is centred but not scaled. The statistics are part of the
+with zero variance so far is centred but not scaled. It is all or nothing, as a
+learner's ``learn``: a batch that would make the statistics or the output non-finite
+changes nothing and raises ``models.NonFiniteError``. The statistics are part of the
 saved state, so replaying a stream from a checkpoint gives the same transformed rows.
 """
 
@@ -13,23 +15,33 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from ._memory import array_bytes
+from .base import NonFiniteError
+
 __all__ = ["StandardScaler"]
 
 
 @njit(cache=True, nogil=True)
 def _learn_transform(X, count, mean, m2):
+    """Learn and standardise the rows in order. Returns ``(out, bad)``: ``bad`` is -1, or
+    the first row after which the statistics or that row's output are not finite (the
+    kernel stops there; the caller restores the statistics)."""
     n, d = X.shape
     out = np.empty_like(X)
     for r in range(n):
         count[0] += 1
         k = count[0]
+        chk = 0.0  # x·0 is NaN for x = ±inf or NaN, else 0
         for i in range(d):
             delta = X[r, i] - mean[i]
             mean[i] += delta / k
             m2[i] += delta * (X[r, i] - mean[i])
             var = m2[i] / k
             out[r, i] = (X[r, i] - mean[i]) / np.sqrt(var) if var > 0.0 else X[r, i] - mean[i]
-    return out
+            chk += mean[i] * 0.0 + m2[i] * 0.0 + out[r, i] * 0.0
+        if chk != 0.0:
+            return out, r
+    return out, -1
 
 
 @njit(cache=True, nogil=True)
@@ -62,13 +74,31 @@ class StandardScaler:
         self.m2_ = np.zeros(self.n_features)
 
     def learn_transform(self, X: np.ndarray) -> np.ndarray:
-        """Update the statistics row by row; return each row standardised on arrival."""
-        return _learn_transform(np.ascontiguousarray(X, np.float64), self.count_, self.mean_,
-                                self.m2_)
+        """Update the statistics row by row; return each row standardised on arrival.
+
+        All or nothing: if a row would make the statistics or its output non-finite,
+        the statistics are restored and :class:`models.NonFiniteError` names that row.
+        """
+        saved = (self.count_.copy(), self.mean_.copy(), self.m2_.copy())
+        try:
+            out, bad = _learn_transform(np.ascontiguousarray(X, np.float64), self.count_,
+                                        self.mean_, self.m2_)
+        except BaseException:
+            self.count_, self.mean_, self.m2_ = saved
+            raise
+        if bad >= 0:
+            self.count_, self.mean_, self.m2_ = saved
+            raise NonFiniteError("StandardScaler", bad)
+        return out
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Standardise with the current statistics (changes nothing)."""
         return _transform(np.ascontiguousarray(X, np.float64), self.count_, self.mean_, self.m2_)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory its arrays take."""
+        return array_bytes(self)
 
     def copy(self) -> StandardScaler:
         return StandardScaler.from_state(self.get_state())

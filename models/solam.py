@@ -14,9 +14,10 @@ from typing import ClassVar
 import numpy as np
 
 from . import _solam_kernels as K
-from ._config import MAX_FEATURES_SPARSE, SOLAM_MIN_SCALE
-from ._validation import Batch, Interval, Options, Param
-from .base import Learner, register, resolve_storage, storage_param
+from ._config import MAX_FEATURES_SPARSE, SOLAM_MAX_RADIUS, SOLAM_MIN_SCALE
+from ._kernels import NO_SCORES
+from ._validation import Batch, Options, Param
+from .base import Learner, register, resolve_storage, scale_param, storage_param
 
 __all__ = ["SOLAM"]
 
@@ -39,13 +40,15 @@ class SOLAM(Learner):
         the non-zeros of the row.
     seed : int
         Unused (SOLAM is deterministic); kept for a uniform API.
-    zeta : float, default 10.0
+    zeta : float in [1e-6, 1e6], default 10.0
         Step constant ζ of γ_t = ζ/√t. The paper cross-validates ζ ∈ {1, 10, …, 100};
         10 is the untuned default of the specs README (ζ = 100 gave AUC 0.57–0.65 in one
-        pass on 2 of 3 sets in the spec review).
-    R : float, default 10.0
+        pass on 2 of 3 sets in the spec review). Sparse storage overflows u from
+        ζ ≈ 1e152 (the step enters ‖w‖² squared); the range keeps the grid well inside.
+    R : float in [1e-6, 1e8], default 10.0
         Radius of the w-ball; also scales the boxes of a, b (Rκ) and α (2Rκ). The paper
-        cross-validates R ∈ 10^[−1:5].
+        cross-validates R ∈ 10^[−1:5], inside the range; with ``normalize=False`` R from
+        about 1e144 overflows the state on rows of scale 1e12 (measured).
     normalize : bool, default True
         Scale every row to unit L2 norm, at learn and at score time alike (all-zero rows
         are left as they are), so that κ = sup‖x‖ = 1, as in the authors' code. With
@@ -114,14 +117,20 @@ class SOLAM(Learner):
       (a run of 19 negatives first, raw features) give AUC 0.04 with ζ = 10 and 0.95
       with ζ = 1. Shuffle replays; the paper cross-validates ζ.
     - One pass; repeated passes are repeated ``learn`` calls with t still global.
+    - All or nothing (``Learner.learn``): the sparse layout cannot copy its two O(d)
+      vectors per batch (8 MB each at 2^20 dimensions), so its kernel logs u and Ã at
+      each position of a row before changing them and checks what it writes; a fold
+      returns to Python, which copies both vectors whole (once per batch, O(d) like the
+      fold) before folding. A refused batch is undone from those copies and the log.
     """
 
     name = "solam"
     max_features = MAX_FEATURES_SPARSE
     accepts_sparse = True
+    logs_journal = True  # lazy_learn logs u and Ã per position (see _learn)
     param_table: ClassVar[dict[str, Param]] = {
-        "zeta": Param(Interval(float, 0, None, "neither"), 10.0, "step constant ζ, γ_t = ζ/√t"),
-        "R": Param(Interval(float, 0, None, "neither"), 10.0, "radius of the w-ball"),
+        "zeta": scale_param(10.0, "step constant ζ, γ_t = ζ/√t"),
+        "R": scale_param(10.0, "radius of the w-ball", high=SOLAM_MAX_RADIUS),
         "normalize": Param(Options((True, False)), True, "unit-L2 rows (κ = 1)"),
         "serve": Param(Options(("average", "last")), "average", "score with w̄ or with w"),
         "storage": storage_param(),
@@ -165,9 +174,28 @@ class SOLAM(Learner):
                           p["R"], p["normalize"], average, prior)
             return
         indptr, indices, values = self._csr_rows(batch)
-        K.lazy_learn(indptr, indices, values, y, s["u_"], s["atil_"], s["lazy_"], s["aba_"],
-                     s["aba_bar_"], s["gsum_"], s["kappa_"], s["n_seen_"], p["zeta"], p["R"],
-                     p["normalize"], SOLAM_MIN_SCALE, average, prior)
+        journal = self._journal
+        if journal is not None and journal.values:
+            log_u, log_a, done = journal.values["u_"], journal.values["atil_"], journal.done
+        else:
+            log_u, log_a, done = NO_SCORES, NO_SCORES, np.zeros(1, np.int64)
+        row, n, finite = 0, batch.n, True
+        while row < n:
+            row, fold_due, ok = K.lazy_learn(row, indptr, indices, values, y, s["u_"],
+                                             s["atil_"], s["lazy_"], s["aba_"],
+                                             s["aba_bar_"], s["gsum_"], s["kappa_"],
+                                             s["n_seen_"], p["zeta"], p["R"], p["normalize"],
+                                             SOLAM_MIN_SCALE, average, prior, log_u, log_a,
+                                             done)
+            finite = finite and ok
+            if fold_due:  # rare: O(d), rewrites u and Ã whole
+                self._keep_whole("u_", "atil_")
+                K.fold(s["u_"], s["atil_"], s["lazy_"])
+        if journal is not None and journal.values:
+            journal.vouch(finite)
+
+    def _journaled(self) -> tuple[str, ...]:
+        return ("u_", "atil_") if self._sparse else ()
 
     def _scoring_state(self) -> dict[str, np.ndarray]:
         """With sparse storage serving w̄, a snapshot keeps one vector, the numerator
