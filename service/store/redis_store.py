@@ -23,22 +23,24 @@ become :class:`StoreUnavailable`. The client does not retry by itself (a retried
 without ids could be learned twice); the pool reconnects on the next call once the
 server is back.
 
-An append cut off after it was sent (a timeout on a stalled server, a reset connection)
-may still run: a stalled server executes the queued script when it resumes. So every
-append carries a random token, and the script records what it did under the token. When
-the outcome is unknown the store *fences* the token: one script that returns the record
-if the append ran, or else writes "fenced", which makes the append a no-op should it
-still arrive. Scripts run one at a time, so either way the answer is final: written
-(the append's result), or certainly not written (StoreUnavailable). The store keeps
-trying to fence for ``resolve_timeout`` seconds; a server out of reach for longer leaves
-the outcome unknown (AppendOutcomeUnknown). Records expire after ``_TOKEN_TTL_MIN`` or
-more (long enough for the fence that follows a cut-off append), fences after a day.
+An append cut off after it was sent may still run: a stalled server executes the queued
+script when it resumes. So appends wait for their reply ``resolve_timeout`` seconds
+longer than other calls (on a client of their own), which rides out short stalls, and
+every append carries a random token under which the script records what it did. If the
+reply still does not come (or the connection breaks), the store *fences* the token: one
+script that returns the record if the append ran, or else writes "fenced", which makes
+the append a no-op should it still arrive. Scripts run one at a time, so either answer
+is final: written (the append's result), or certainly not written (StoreUnavailable). A
+server out of reach until the append's time is up leaves the outcome unknown
+(AppendOutcomeUnknown). Records expire after ``_TOKEN_TTL_MIN`` or more (long enough for
+the fence that follows a cut-off append), fences after a day.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -230,24 +232,32 @@ class RedisStore:
     prefix : str
         Prefix of every key.
     resolve_timeout : float
-        Seconds an append cut off in flight keeps trying to find out whether it was
-        written (see the module docstring) before raising AppendOutcomeUnknown.
+        Seconds an append waits for its reply beyond the client's socket timeout, and then
+        tries to find out whether it was written (see the module docstring), before
+        raising AppendOutcomeUnknown.
+    append_client : redis.Redis or redis.RedisCluster, optional
+        The client appends go through, with a socket timeout ``resolve_timeout`` longer
+        than ``client``'s (:meth:`from_url` makes one); default ``client``.
     """
 
     def __init__(self, client: Any, *, prefix: str = "aucstream",
-                 resolve_timeout: float = 10.0) -> None:
+                 resolve_timeout: float = 10.0, append_client: Any = None) -> None:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"a Redis key prefix must be non-empty without braces; got {prefix!r}")
         self._r = client
+        self._w = client if append_client is None else append_client
         self._resolve_timeout = resolve_timeout
-        timeout = _socket_timeout(client)
-        self._token_ttl_ms = int(1000 * max(_TOKEN_TTL_MIN, 4 * (resolve_timeout + timeout)))
+        # an append's whole time: its reply's wait, then finding out, until this is up
+        self._append_time = _socket_timeout(self._w)
+        if self._w is client:
+            self._append_time += resolve_timeout
+        self._token_ttl_ms = int(1000 * max(_TOKEN_TTL_MIN, 4 * self._append_time))
         self._prefix = prefix
         self._index = f"{prefix}:models"
         self._where = _describe(client)
         self._create = client.register_script(_CREATE)
         self._delete = client.register_script(_DELETE)
-        self._append = client.register_script(_APPEND)
+        self._append = self._w.register_script(_APPEND)
         self._fence = client.register_script(_FENCE)
         self._release_ids = client.register_script(_RELEASE_IDS)
         self._read_log = client.register_script(_READ_LOG)
@@ -280,18 +290,26 @@ class RedisStore:
             "socket_connect_timeout": connect_timeout,
             "retry": Retry(NoBackoff(), 0),
         }
-        scheme, sep, rest = url.partition("://")
+        # appends wait resolve_timeout longer for their reply (the query's timeout wins
+        # over the keyword, so the appenders' URL carries the longer one)
+        waited = _query_timeout(url, socket_timeout) + resolve_timeout
+        append_url = _with_query(url, socket_timeout=repr(waited))
+        scheme, sep, _ = url.partition("://")
         if sep and scheme in ("redis+cluster", "rediss+cluster"):
-            plain = f"{scheme.removesuffix('+cluster')}://{rest}"
+            plain, plain_append = (f"{scheme.removesuffix('+cluster')}://{u.partition('://')[2]}"
+                                   for u in (url, append_url))
             try:  # a cluster client asks for the slot map at once
                 cluster = redis.RedisCluster.from_url(plain, **options)
+                appender = redis.RedisCluster.from_url(plain_append, **options)
             except (redis.RedisError, RedisClusterException) as exc:
                 raise StoreUnavailable(
                     f"Redis Cluster at {plain.rpartition('@')[2]} unavailable: {exc}"
                 ) from exc
-            return cls(cluster, prefix=prefix, resolve_timeout=resolve_timeout)
+            return cls(cluster, prefix=prefix, resolve_timeout=resolve_timeout,
+                       append_client=appender)
         return cls(redis.Redis.from_url(url, **options), prefix=prefix,
-                   resolve_timeout=resolve_timeout)
+                   resolve_timeout=resolve_timeout,
+                   append_client=redis.Redis.from_url(append_url, **options))
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self._prefix!r})"
@@ -364,12 +382,14 @@ class RedisStore:
         ids = check_event_ids(event_ids)
         data = bytes(payload)
         packed = msgpack.packb([False if eid is None else eid for eid in ids])
+        started = time.monotonic()
         try:
             res = self._append(keys=keys, args=[data, packed, self._token_ttl_ms])
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             if _before_sending(exc):
                 raise self._unavailable("append", exc) from exc
-            return _result(self._find_out(name, keys[4], exc), data)
+            deadline = started + self._append_time
+            return _result(self._find_out(name, keys[4], exc, deadline), data)
         except (redis.RedisError, RedisClusterException) as exc:
             # the server refused the script (OOM, READONLY, LOADING, ...): it did not run
             raise self._unavailable("append", exc) from exc
@@ -380,10 +400,10 @@ class RedisStore:
         written, start, end, skipped = res
         return _result(b"%d:%d:%d:%s" % (written, start, end, skipped), data)
 
-    def _find_out(self, name: str, token_key: str, cause: Exception) -> bytes:
+    def _find_out(self, name: str, token_key: str, cause: Exception,
+                  deadline: float) -> bytes:
         """The record of an append that was cut off in flight, fencing it if it did not
-        run; retried until ``resolve_timeout`` while the server is out of reach."""
-        deadline = time.monotonic() + self._resolve_timeout
+        run; retried until ``deadline`` (at least once) while the server is out of reach."""
         pause = _RESOLVE_RETRY
         while True:
             try:
@@ -393,9 +413,9 @@ class RedisStore:
                 if time.monotonic() + pause >= deadline:
                     raise AppendOutcomeUnknown(
                         f"Redis at {self._where} did not confirm an append to {name!r} "
-                        f"({type(cause).__name__}: {cause}) and stayed out of reach for "
-                        f"{self._resolve_timeout:g} s ({type(exc).__name__}: {exc}): it may "
-                        "or may not have been written") from exc
+                        f"({type(cause).__name__}: {cause}) and stayed out of reach "
+                        f"({type(exc).__name__}: {exc}): it may or may not have been "
+                        "written") from exc
                 time.sleep(pause)
                 pause = min(2 * pause, 0.5)
 
@@ -473,6 +493,8 @@ class RedisStore:
 
     def close(self) -> None:
         self._r.close()
+        if self._w is not self._r:
+            self._w.close()
 
 
 def _result(record: bytes, payload: bytes) -> AppendResult:
@@ -491,6 +513,21 @@ def _before_sending(exc: Exception) -> bool:
     server"). Anything else may have reached the server; when unsure, the caller finds
     out, which is slower but never wrong."""
     return "connecting to" in str(exc)
+
+
+def _query_timeout(url: str, default: float) -> float:
+    """The ``socket_timeout`` of a URL's query (which redis-py lets win), else ``default``."""
+    given = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("socket_timeout")
+    return float(given[-1]) if given else default
+
+
+def _with_query(url: str, **params: str) -> str:
+    """``url`` with these query parameters set (replacing any given)."""
+    parts = urllib.parse.urlsplit(url)
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+             if k not in params]
+    return urllib.parse.urlunsplit(parts._replace(
+        query=urllib.parse.urlencode([*query, *params.items()])))
 
 
 def _socket_timeout(client: Any) -> float:

@@ -242,6 +242,27 @@ def test_trim(store: Store, model: str) -> None:
     assert r.entry == LogEntry(12, 14, b"x", (2, 3, 4))
 
 
+def test_trim_keeps_the_entry_ending_one_past_the_checkpoint(store: Store, model: str) -> None:
+    """Boundaries: an entry ending at the checkpoint goes, one ending one event past it
+    stays (it holds an event the checkpoint lacks), and exactly the ids at positions
+    <= checkpoint - keep_ids are forgotten."""
+    for start, n in ((0, 3), (3, 2), (5, 2), (7, 1)):  # entries 0..3, 3..5, 5..7, 7..8
+        store.append(model, b"%d" % start, [f"e{k}" for k in range(start, start + n)])
+    store.save_checkpoint(model, 6, b"s6")
+    store.trim(model, 6, keep_ids=0)
+    assert [(e.start, e.end) for e in store.read_log(model, 0)] == [(5, 7), (7, 8)]
+    assert store.log_bounds(model) == (2, 5, 8)
+    store.save_checkpoint(model, 7, b"s7")
+    store.trim(model, 7, keep_ids=1)
+    assert [(e.start, e.end) for e in store.read_log(model, 0)] == [(7, 8)]
+    assert store.log_bounds(model) == (1, 7, 8)
+    assert store.read_log(model, 7) == [LogEntry(7, 8, b"7", ())]
+    # events e0..e5 sit at positions 1..6 <= 7 - 1: forgotten; e6 (position 7) and e7 not
+    r = store.append(model, b"x", ["e5", "e6", "e7", "e4"])
+    assert r.duplicates == (1, 2)
+    assert r.entry == LogEntry(8, 10, b"x", (1, 2))
+
+
 def test_trim_never_passes_the_checkpoint(store: Store, model: str) -> None:
     for i in range(3):
         store.append(model, b"%d" % i, ids(f"e{i}-", 2))

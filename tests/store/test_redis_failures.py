@@ -123,7 +123,7 @@ def test_a_fenced_append_is_never_written(own_redis: RedisServer) -> None:
     token = "tok:" + "f" * 32
     key = f"{store._prefix}:{{m}}:{token}"
     with pytest.raises(StoreUnavailable, match="fenced"):
-        store._checked("m", store._find_out("m", key, TimeoutError("cut off")))
+        store._find_out("m", key, TimeoutError("cut off"), time.monotonic() + 1)
     keys = [f"{store._prefix}:{{m}}:{part}" for part in ("config", "meta", "log", "ids")]
     res = store._append(keys=[*keys, key], args=[b"late", msgpack.packb(["z"]), 60_000])
     assert res == [-2, b"fenced"]
@@ -132,7 +132,7 @@ def test_a_fenced_append_is_never_written(own_redis: RedisServer) -> None:
     # an append that ran: the fence returns its record instead
     ran = f"{store._prefix}:{{m}}:tok:" + "a" * 32
     store._append(keys=[*keys, ran], args=[b"ran", msgpack.packb([False]), 60_000])
-    assert store._find_out("m", ran, TimeoutError("cut off")) == b"1:5:6:"
+    assert store._find_out("m", ran, TimeoutError("cut off"), time.monotonic() + 1) == b"1:5:6:"
     store.close()
 
 
