@@ -20,13 +20,26 @@ from .api import router
 from .api.deps import BodyValidationError, PayloadTooLarge
 from .api.score_lane import ScoreLane
 from .encoding import EncodingError
-from .hosting import LogGap, ModelConfigError, ModelHost
+from .hosting import (
+    ApplyFailed,
+    LogGap,
+    ModelConfigError,
+    ModelHost,
+    ModelQuarantined,
+    TooManyModels,
+)
 from .logs import AccessLog, configure_logging, new_request_id, request_id_var
 from .metrics import Metrics
 from .schemas import LearnRequest, ScoreRequest
 from .settings import Settings, get_settings
 from .store import open_store
-from .store.base import ModelExists, ModelNotFound, Store, StoreUnavailable
+from .store.base import (
+    AppendOutcomeUnknown,
+    ModelExists,
+    ModelNotFound,
+    Store,
+    StoreUnavailable,
+)
 from .warmup import warm_up
 
 __all__ = ["create_app"]
@@ -107,10 +120,37 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
                       "later: events with ids are never learned twice.",
                       headers={"Retry-After": "1"})
 
+    @app.exception_handler(AppendOutcomeUnknown)
+    async def _unknown(_: Request, exc: AppendOutcomeUnknown) -> JSONResponse:
+        count("outcome_unknown")
+        return _error(504, "outcome_unknown",
+                      f"The event store did not confirm the append in time ({exc}). The "
+                      "events may or may not be learned: retry with the same event ids "
+                      "(never learned twice); events without ids could be learned twice.")
+
+    @app.exception_handler(ModelQuarantined)
+    async def _quarantined(_: Request, exc: ModelQuarantined) -> JSONResponse:
+        count("quarantined")
+        return _error(503, "quarantined",
+                      f"{exc}. Nothing was learned. Other models are unaffected; "
+                      "GET /models/{name} shows the reason. Delete the model, or fix the "
+                      "cause (it is retried every 30 s and at start-up).",
+                      headers={"Retry-After": "30"})
+
+    @app.exception_handler(TooManyModels)
+    async def _too_many(_: Request, exc: TooManyModels) -> JSONResponse:
+        count("too_many_models")
+        return _error(409, "too_many_models", str(exc))
+
     @app.exception_handler(LogGap)
     async def _gap(_: Request, exc: LogGap) -> JSONResponse:
         count("internal")
         log.error("log gap: %s", exc)
+        return _error(500, "internal", str(exc))
+
+    @app.exception_handler(ApplyFailed)
+    async def _apply_failed(_: Request, exc: ApplyFailed) -> JSONResponse:
+        count("internal")
         return _error(500, "internal", str(exc))
 
     @app.exception_handler(HTTPException)
@@ -209,6 +249,9 @@ class _SyncLoop:
                 self.host.metrics.store_up.set(0)
                 log.warning("store unavailable during recovery, retrying: %s", exc)
                 self._stop.wait(min(self.interval, 1.0))
+            except Exception:  # models are quarantined one by one; this is anything else
+                log.exception("recovery failed, retrying")
+                self._stop.wait(1.0)
         while not self._stop.wait(self.interval):
             try:
                 self.host.sync_once()
@@ -245,7 +288,8 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own_store = store is None
         opened = store or open_store(settings.redis_url, settings.data_dir,
-                                     prefix=settings.redis_prefix)
+                                     prefix=settings.redis_prefix,
+                                     resolve_timeout=settings.append_resolve_timeout)
         host = app.state.host = ModelHost(opened, settings, metrics)
         loop = _SyncLoop(host, settings.sync_interval)
         loop.start()

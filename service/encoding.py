@@ -15,6 +15,7 @@ Two feature specs:
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ __all__ = ["EncodedBatch", "EncodingError", "FeatureEncoder"]
 
 # Bounded cache of feature → index; indices are a pure function of the key, so clearing
 # it never changes a result.
-_CACHE_LIMIT = 1_000_000
+_CACHE_LIMIT = 1 << 16
 
 
 class EncodingError(ValueError):
@@ -68,6 +69,14 @@ class FeatureEncoder:
             self._cache: dict[tuple[str, str, str | None], int] = {}
             self._ns_seed: dict[str, int] = {"": 0}
 
+    @property
+    def cache_bytes(self) -> int:
+        """About how much memory the feature cache takes (dict slots, key tuples and
+        their strings, measured on typical keys: ~250 bytes an entry)."""
+        if self.kind == "dense":
+            return 0
+        return sys.getsizeof(self._cache) + 200 * len(self._cache)
+
     def encode(self, items: Sequence[Any], field: str = "events") -> EncodedBatch:
         """Encode items (objects with ``x`` or ``features`` attributes, or dicts)."""
         if self.kind == "dense":
@@ -90,7 +99,14 @@ class FeatureEncoder:
         if not np.isfinite(X).all():
             i, j = np.argwhere(~np.isfinite(X))[0]
             raise EncodingError((field, int(i), "x", int(j)), "values must be finite numbers")
+        if n and self.max_value < math.inf and np.abs(X).max() > self.max_value:
+            i, j = np.argwhere(np.abs(X) > self.max_value)[0]
+            raise EncodingError((field, int(i), "x", int(j)), self._bound_message())
         return EncodedBatch(n=n, X=X)
+
+    def _bound_message(self) -> str:
+        return (f"feature values must lie within ±{self.max_value:g} "
+                "(AUCSTREAM_MAX_FEATURE_VALUE)")
 
     # ------------------------------------------------------------------ hashed
     # This loop runs once per named feature of every request, so it is written for speed:
@@ -141,11 +157,28 @@ class FeatureEncoder:
                 add_index(idx)
                 add_value(val)
             indptr[i + 1] = len(indices)
+        values = np.asarray(vals, dtype=np.float64)
+        if values.shape[0] and self.max_value < math.inf and \
+                np.abs(values).max() > self.max_value:
+            k = int(np.argmax(np.abs(values) > self.max_value))
+            i = int(np.searchsorted(indptr, k, side="right")) - 1
+            raise EncodingError((field, i, "features", *self._large(_get(items[i], "features"))),
+                                self._bound_message())
         out = np.asarray(indices, dtype=np.int64)
         if missing:
             self._hash_missing(missing, out)
-        return EncodedBatch(n=len(items), indptr=indptr, indices=out,
-                            values=np.asarray(vals, dtype=np.float64))
+        return EncodedBatch(n=len(items), indptr=indptr, indices=out, values=values)
+
+    def _large(self, feats: dict) -> tuple[str, ...]:
+        """Where in an item's features the first out-of-bound value is (rare path)."""
+        for name, value in feats.items():
+            if type(value) is dict:
+                for sub, v in value.items():
+                    if _magnitude(v) > self.max_value:
+                        return (name, sub)
+            elif _magnitude(value) > self.max_value:
+                return (name,)
+        return ()
 
     def _hash_missing(self, missing: dict, out: np.ndarray) -> None:
         todo = list(missing)
@@ -186,6 +219,13 @@ def _key(ns: str, name: str, value: Any, loc: tuple) -> tuple[Any, float]:
         except OverflowError:
             raise EncodingError(loc, "values must be finite numbers") from None
     raise EncodingError(loc, "values must be strings, numbers, booleans or null")
+
+
+def _magnitude(value: Any) -> float:
+    """|value| of a numeric feature value (booleans count as 1), else 0."""
+    if type(value) in (int, float):
+        return abs(float(value))
+    return 0.0
 
 
 def _get(item: Any, name: str) -> Any:

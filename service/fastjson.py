@@ -646,7 +646,15 @@ def _ids(buf: np.ndarray, spans: np.ndarray) -> list[str | None]:
     return [next(it) if h else None for h in have.tolist()]
 
 
-def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | None:
+def _run(body: bytes, learn: bool, spec: dict, max_items: int,
+         max_value: float) -> FastRequest | None:
+    # Strings are hashed as raw bytes: invalid UTF-8 must not get that far (the regular
+    # path refuses it). An ASCII body, the usual one, needs no decoding to know.
+    if not body.isascii():
+        try:
+            body.decode()
+        except UnicodeDecodeError:
+            return None
     buf = np.frombuffer(body, np.uint8)
     hashed = spec["kind"] == "hashed"
     dim = 0 if hashed else int(spec["dim"])
@@ -663,11 +671,16 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | 
     except UnicodeDecodeError:
         return None
     ids = _ids(buf, id_spans[:n]) if learn else []  # score items carry no ids
+    # A value out of bounds: the regular path names it in its 422.
     if hashed:
         nf = int(indptr[n])
+        if nf and max_value < math.inf and np.abs(vals[:nf]).max() > max_value:
+            return None
         batch = EncodedBatch(n=n, indptr=indptr[: n + 1].copy(), indices=idx[:nf].copy(),
                              values=vals[:nf].copy())
     else:
+        if n and max_value < math.inf and np.abs(X[:n]).max() > max_value:
+            return None
         batch = EncodedBatch(n=n, X=X[:n].copy())
     return FastRequest(model=model, batch=batch, labels=labels[:n].copy() if learn else None,
                        ids=ids, top_k=None if top_k < 0 else top_k)
@@ -675,11 +688,12 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int) -> FastRequest | 
 
 def parse_learn(body: bytes, spec: dict, max_items: int,
                 max_value: float = math.inf) -> FastRequest | None:
-    """The encoded /learn body, or None when the regular path must decide."""
-    return _run(body, True, spec, max_items)
+    """The encoded /learn body, or None when the regular path must decide (anything
+    unusual, invalid, or with a feature value beyond ±``max_value``)."""
+    return _run(body, True, spec, max_items, max_value)
 
 
 def parse_score(body: bytes, spec: dict, max_items: int,
                 max_value: float = math.inf) -> FastRequest | None:
     """The encoded /score body, or None when the regular path must decide."""
-    return _run(body, False, spec, max_items)
+    return _run(body, False, spec, max_items, max_value)

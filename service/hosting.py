@@ -6,11 +6,18 @@ applies log entries strictly in log order — scoring each event before learning
 (test-then-train, which feeds the rolling AUC) — and publishes an immutable scoring
 snapshot. Replicas that share a store apply the same entries in the same order and so
 hold identical models.
+
+An entry is applied whole or not at all. If learning it would make the model's state
+non-finite (the learner's, the scaler's), the learner and scaler roll it back and the
+entry is *refused*: skipped, its positions consumed, the model unchanged. The rule is a
+function of the model's state and the entry, so every replica and every recovery skips
+the same entries. A model that cannot be recovered or applied for another reason (a
+corrupt checkpoint, a log gap, a configuration this version refuses) is *quarantined*:
+its requests answer 503 saying why, and every other model goes on serving.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
@@ -28,15 +35,29 @@ from .codec import decode_batch, decode_state, encode_batch, encode_state
 from .encoding import EncodedBatch, FeatureEncoder
 from .metrics import Metrics
 from .settings import Settings
-from .store.base import LogEntry, ModelNotFound, Store
+from .store.base import LogEntry, ModelNotFound, Store, StoreUnavailable
 
-__all__ = ["HostedModel", "ModelConfigError", "ModelHost", "Snapshot"]
+__all__ = [
+    "ApplyFailed",
+    "EntryRefused",
+    "HostedModel",
+    "ModelConfigError",
+    "ModelHost",
+    "ModelQuarantined",
+    "Quarantined",
+    "Snapshot",
+    "TooManyModels",
+]
 
 log = logging.getLogger("aucstream.hosting")
 
 _LABELS = ("negative", "positive")
 _REPLAY_PAGE = 500  # log entries read per store call while catching up
+# Refusals kept for the requests that appended them: refusals are rare, and a request
+# asks within moments of its append.
+_KEPT_REFUSALS = 1024
 _REFRESH_WAIT = 0.05  # seconds a stale snapshot waits for a lock holder that is not applying
+_QUARANTINE_RETRY = 30.0  # seconds between attempts to load a quarantined model again
 
 
 class ModelConfigError(ValueError):
@@ -50,6 +71,70 @@ class ModelConfigError(ValueError):
 
 class LogGap(RuntimeError):
     """The log no longer holds the entries this replica needs, and no checkpoint covers them."""
+
+
+class EntryRefused(ValueError):
+    """The entry a request appended was refused: learning event ``event`` (its index in the
+    request) would make the model's state non-finite. Nothing of it was learned."""
+
+    def __init__(self, event: int, message: str) -> None:
+        super().__init__(message)
+        self.event = event
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A model this process could not recover or keep applying, and why."""
+
+    name: str
+    reason: str
+    since: float  # unix seconds
+    config: dict[str, Any] | None
+    retry_at: float  # monotonic seconds of the next attempt to load it
+
+    def info(self) -> dict[str, Any]:
+        """What GET /models/{name} shows of a quarantined model: its config and why."""
+        cfg = self.config or {}
+        return {
+            "name": self.name,
+            "status": "quarantined",
+            "quarantine": {"reason": self.reason, "since": self.since},
+            "learner": str(cfg.get("learner", "")),
+            "params": cfg.get("params") or {},
+            "features": cfg.get("features") or {},
+            "seed": int(cfg.get("seed", 0)),
+            "standardize": bool(cfg.get("standardize", False)),
+            "created_at": float(cfg.get("created_at", 0.0)),
+            "version": None,
+            "events": None,
+            "rolling_auc": None,
+            "rolling_window": int(cfg.get("rolling_window", 1)),
+            "buffer_fill": None,
+            "last_checkpoint": None,
+            "memory_bytes": None,
+        }
+
+
+class ModelQuarantined(Exception):
+    """A request for a quarantined model."""
+
+    def __init__(self, q: Quarantined) -> None:
+        super().__init__(f"Model {q.name!r} is quarantined: {q.reason}")
+        self.quarantined = q
+
+
+class TooManyModels(Exception):
+    """Creating one more model would pass ``max_models``."""
+
+
+class ApplyFailed(RuntimeError):
+    """A request's entry is durable, but the model failed while applying the log up to it
+    (not a refusal: a broken checkpoint, log or learner) and is now quarantined."""
+
+
+# Errors that say the store is out of reach or the model is gone: never the model's fault.
+_STORE_TROUBLE = (StoreUnavailable, ModelNotFound)
 
 
 @dataclass(frozen=True)
@@ -129,6 +214,9 @@ class HostedModel:
         self._applying = False  # a batch is being applied under the lock
         self.retired = False  # deleted: its metric series are gone and stay gone
         self._pending: dict[int, tuple[LogEntry, tuple[np.ndarray, Any]]] = {}
+        # recent refusals by entry start, for the request that appended the entry (which
+        # may have been applied by another thread before the request could remember it)
+        self._refusals: dict[int, EntryRefused] = {}
         self._snapshot = self._make_snapshot()
 
     # ------------------------------------------------------------------ scoring
@@ -222,19 +310,26 @@ class HostedModel:
         if self.version != before:
             self._publish()
 
-    def _apply(self, entry: LogEntry, batch: tuple[np.ndarray, Any], metrics: Metrics | None):
+    def _apply(self, entry: LogEntry, batch: tuple[np.ndarray, Any],
+               metrics: Metrics | None) -> None:
         if entry.start != self.version:
             raise LogGap(f"model {self.name!r}: expected an entry starting at {self.version}, "
                          f"got {entry.start}")
         self._applying = True  # read by scoring, which never waits for a batch
         y, X = batch
+        rows = None  # the entry's event index of each row learned, when some are skipped
         if entry.skip:
             keep = np.ones(y.shape[0], bool)
             keep[list(entry.skip)] = False
+            rows = np.flatnonzero(keep)
             y, X = y[keep], _take_rows(X, keep)
-        if self.scaler is not None:
-            X = self.scaler.learn_transform(X)
-        prior = self.learner.score_then_learn(X, y)
+        try:
+            prior = self._learn(X, y)
+        except models.NonFiniteError as exc:
+            event = exc.row if rows is None else int(rows[exc.row])
+            self._refuse(entry, event, y.shape[0], metrics)
+            self.version = entry.end
+            return
         self.rolling.update(prior, y)
         self.version = entry.end
         if metrics is not None:
@@ -242,6 +337,35 @@ class HostedModel:
             metrics.events_learned.labels(self.name, "positive").inc(n_pos)
             metrics.events_learned.labels(self.name, "negative").inc(y.shape[0] - n_pos)
             self.export(metrics)
+
+    def _learn(self, X: Any, y: np.ndarray) -> np.ndarray:
+        """Scaler, then learner, test-then-train; all or nothing (NonFiniteError)."""
+        if self.scaler is None:
+            return self.learner.score_then_learn(X, y)
+        before = self.scaler.copy()
+        X = self.scaler.learn_transform(X)  # restores itself if it raises
+        try:
+            return self.learner.score_then_learn(X, y)
+        except BaseException:
+            self.scaler = before
+            raise
+
+    def _refuse(self, entry: LogEntry, event: int, n: int, metrics: Metrics | None) -> None:
+        log.warning("model %s refused log entry %d..%d: learning its event %d would make "
+                    "the model's state non-finite; the model is unchanged",
+                    self.name, entry.start, entry.end, event)
+        self._refusals[entry.start] = EntryRefused(
+            event, "learning this event would overflow the model (its state would "
+            "become non-finite); nothing of this request was learned")
+        if len(self._refusals) > _KEPT_REFUSALS:  # other replicas' entries: nobody asks
+            del self._refusals[next(iter(self._refusals))]
+        if metrics is not None and not self.retired:
+            metrics.refused.labels(self.name).inc(n)
+
+    def refusal(self, start: int) -> EntryRefused | None:
+        """The refusal of the entry starting at ``start``, if it was refused (once: the
+        request that appended it takes it)."""
+        return self._refusals.pop(start, None)
 
     def _reload(self, store: Store, first_start: int) -> None:
         """The log was trimmed past our version: continue from the checkpoint."""
@@ -326,6 +450,8 @@ class HostedModel:
         cfg = self.config
         return {
             "name": self.name,
+            "status": "serving",
+            "quarantine": None,
             "learner": cfg["learner"],
             "params": cfg["params"],
             "features": cfg["features"],
@@ -341,7 +467,18 @@ class HostedModel:
                 "version": self.checkpoint_version,
                 "age_seconds": max(0.0, time.time() - self.checkpoint_time),
             },
+            "memory_bytes": self.memory_bytes(),
         }
+
+    def memory_bytes(self) -> int:
+        """Bytes this model holds in memory: learner, published snapshot, scaler, rolling
+        AUC and feature cache (the cache estimated)."""
+        snap = self._snapshot
+        total = self.learner.nbytes + snap.scorer.nbytes + self.rolling.nbytes
+        total += self.encoder.cache_bytes
+        for scaler in (self.scaler, snap.scaler):
+            total += 0 if scaler is None else scaler.nbytes
+        return total
 
 
 def _take_rows(X: Any, keep: np.ndarray) -> Any:
@@ -365,27 +502,32 @@ class ModelHost:
         self.settings = settings
         self.metrics = metrics
         self._models: dict[str, HostedModel] = {}
+        self._quarantine: dict[str, Quarantined] = {}
         self._lock = threading.Lock()
         self.ready = False
 
     # ------------------------------------------------------------------ lookup
     def get(self, name: str) -> HostedModel:
-        """The model, loading it if another replica created it; raises ModelNotFound."""
+        """The model, loading it if another replica created it; raises ModelNotFound or
+        ModelQuarantined."""
         model = self._models.get(name)
         if model is not None:
             return model
         with self._lock:
             model = self._models.get(name)
-            if model is None:
-                model = self._load(self.store.get_config(name))
-            return model
+            if model is not None:
+                return model
+            q = self._quarantine.get(name)
+            if q is not None:
+                raise ModelQuarantined(q)
+            return self._load(self.store.get_config(name))
 
     def loaded(self, name: str) -> HostedModel | None:
         """The model if it is loaded in this process (no store access), else None."""
         return self._models.get(name)
 
     def find(self, name: str) -> HostedModel | None:
-        """The model, or None if there is no such model."""
+        """The model, or None if there is no such model (ModelQuarantined if quarantined)."""
         try:
             return self.get(name)
         except ModelNotFound:
@@ -399,14 +541,28 @@ class ModelHost:
         hosted = dict(self._models)
         return [hosted[n] for n in sorted(hosted)]
 
+    def quarantined(self) -> list[Quarantined]:
+        """The quarantined models, by name."""
+        held = dict(self._quarantine)
+        return [held[n] for n in sorted(held)]
+
+    def quarantine_of(self, name: str) -> Quarantined | None:
+        return self._quarantine.get(name)
+
     # ------------------------------------------------------------------ lifecycle
     def create(self, config: dict[str, Any]) -> HostedModel:
         with self._lock:
+            # Checked here, not in the store's create: replicas creating at the same
+            # moment can each pass it by one, which bounds the overshoot by the replicas.
+            if len(self.store.list_models()) >= self.settings.max_models:
+                raise TooManyModels(
+                    f"The store holds {self.settings.max_models} models, the limit "
+                    "(AUCSTREAM_MAX_MODELS); delete one first.")
             self.store.create_model(config["name"], config)
-            model = HostedModel(config, self.settings.snapshot_interval,
-                            self.settings.max_feature_value)
+            self._quarantine.pop(config["name"], None)
+            model = self._new_model(config)
             self._models[model.name] = model
-            self.metrics.models.set(len(self._models))
+            self._count()
             model.export(self.metrics)
             return model
 
@@ -414,6 +570,16 @@ class ModelHost:
         with self._lock:
             self.store.delete_model(name)
             self._retire(name)
+            self._quarantine.pop(name, None)
+            self._count()
+
+    def _new_model(self, config: dict[str, Any]) -> HostedModel:
+        return HostedModel(config, self.settings.snapshot_interval,
+                           self.settings.max_feature_value)
+
+    def _count(self) -> None:
+        self.metrics.models.set(len(self._models))
+        self.metrics.quarantined.set(len(self._quarantine))
 
     def _retire(self, name: str) -> None:
         """Stop hosting a deleted model and drop its metric series (caller holds the host
@@ -426,89 +592,200 @@ class ModelHost:
                 self.metrics.forget(name)
         else:
             self.metrics.forget(name)
-        self.metrics.models.set(len(self._models))
+        self._count()
+
+    def _quarantine_model(self, name: str, config: dict[str, Any] | None,
+                          exc: BaseException) -> Quarantined:
+        """Stop hosting a model that cannot be recovered or applied (caller holds the
+        host lock); its requests answer 503 with the reason until it loads again."""
+        reason = f"{type(exc).__name__}: {exc}"
+        old = self._quarantine.get(name)
+        if old is None or old.reason != reason:
+            log.error("model %s quarantined: %s", name, reason,
+                      exc_info=not isinstance(exc, LogGap | ValueError))
+        q = Quarantined(name, reason, old.since if old else time.time(), config,
+                        time.monotonic() + _QUARANTINE_RETRY)
+        self._retire(name)
+        self._quarantine[name] = q
+        self._count()
+        return q
 
     def _load(self, config: dict[str, Any]) -> HostedModel:
-        """Build a model from its config, its checkpoint and the log tail (caller locks)."""
-        model = HostedModel(config, self.settings.snapshot_interval,
-                            self.settings.max_feature_value)
-        cp = self.store.load_checkpoint(model.name)
-        if cp is not None:
-            try:
-                model.restore(decode_state(cp.blob), cp.version, cp.created_at)
-            except ValueError as exc:
-                log.warning("ignoring checkpoint of %s: %s", model.name, exc)
-        model.catch_up(self.store, None, self.metrics)
+        """Build a model from its config, its checkpoint and the log tail (caller locks).
+
+        Store trouble propagates (the caller retries); anything else quarantines the
+        model and raises ModelQuarantined.
+        """
+        name = config.get("name", "?")
+        try:
+            model = self._new_model(config)
+            cp = self.store.load_checkpoint(model.name)
+            if cp is not None:
+                try:
+                    model.restore(decode_state(cp.blob), cp.version, cp.created_at)
+                except ValueError as exc:
+                    log.warning("ignoring checkpoint of %s: %s", model.name, exc)
+            model.catch_up(self.store, None, self.metrics)
+        except _STORE_TROUBLE:
+            raise
+        except Exception as exc:
+            raise ModelQuarantined(self._quarantine_model(name, config, exc)) from exc
         model.publish_if_stale()  # serve the recovered version from the first score on
+        self._quarantine.pop(name, None)
         self._models[model.name] = model
-        self.metrics.models.set(len(self._models))
+        self._count()
         model.export(self.metrics)
         return model
 
     def recover(self) -> None:
-        """Load every model of the store (start-up); sets ``ready``."""
+        """Load every model of the store (start-up); sets ``ready``. A model that cannot
+        be recovered is quarantined; the others serve."""
         started = time.monotonic()
         with self._lock:
             for name in self.store.list_models():
-                if name in self._models:
+                if name in self._models or name in self._quarantine:
                     continue
                 try:
                     model = self._load(self.store.get_config(name))
-                except ModelNotFound:
+                except (ModelNotFound, ModelQuarantined):
                     continue
                 log.info("recovered model %s at version %d", name, model.version)
         self.ready = True
-        log.info("recovered %d models in %.2fs", len(self._models), time.monotonic() - started)
+        log.info("recovered %d models in %.2fs (%d quarantined)", len(self._models),
+                 time.monotonic() - started, len(self._quarantine))
 
     # ------------------------------------------------------------------ learning
     def append_and_apply(self, model: HostedModel, batch: EncodedBatch, y: np.ndarray,
-                         ids: list[str | None]) -> tuple[int, int, int]:
-        """Append a batch durably, apply the log up to it; (accepted, duplicates, version)."""
+                         ids: list[str | None]) -> tuple[int, int, int, bool]:
+        """Append a batch durably, apply the log up to it.
+
+        Returns (accepted, duplicates, version, applied). ``applied`` is False when the
+        batch is durable but this replica could not apply the log up to it in time (the
+        store failed while reading entries of other replicas before it); it will be.
+        Raises EntryRefused if the model refused the batch (nothing learned; its ids are
+        released so that a corrected retry is learned), StoreUnavailable if nothing was
+        appended, AppendOutcomeUnknown if that cannot be known, ApplyFailed if the model
+        broke while applying (it is then quarantined).
+        """
         X = batch.learner_input()
         payload = encode_batch(y, X=batch.X) if batch.X is not None else encode_batch(y, csr=X)
         result = self.store.append(model.name, payload, ids)
         dups = len(result.duplicates)
-        if result.entry is not None:
-            model.remember(result.entry, (y, X))
-        model.catch_up(self.store, result.version, self.metrics)
         if dups:
             self.metrics.duplicates.labels(model.name).inc(dups)
-        accepted = 0 if result.entry is None else result.entry.end - result.entry.start
-        return accepted, dups, model.version
+        entry = result.entry
+        if entry is not None:
+            model.remember(entry, (y, X))
+        try:
+            applied = self._apply_after_append(model, result.version)
+        finally:
+            refused = model.refusal(entry.start) if entry is not None else None
+        if refused is not None:
+            assert entry is not None
+            try:
+                self.store.release_ids(model.name, entry.start, entry.end)
+            except (StoreUnavailable, ModelNotFound) as exc:
+                log.warning("ids of the refused entry %d..%d of %s stay taken: %s",
+                            entry.start, entry.end, model.name, exc)
+            raise refused
+        accepted = 0 if entry is None else entry.end - entry.start
+        return accepted, dups, model.version, applied
+
+    def _apply_after_append(self, model: HostedModel, upto: int) -> bool:
+        """Apply the log up to ``upto``; the entry is durable, so store trouble is retried
+        (up to the append's resolve time) rather than reported as "nothing learned"."""
+        deadline = time.monotonic() + self.settings.append_resolve_timeout
+        pause = 0.05
+        while True:
+            try:
+                model.catch_up(self.store, upto, self.metrics)
+                return True
+            except StoreUnavailable as exc:
+                if time.monotonic() + pause >= deadline:
+                    log.warning("model %s: durable up to %d, not applied yet: %s",
+                                model.name, upto, exc)
+                    return False
+                time.sleep(pause)
+                pause = min(2 * pause, 0.5)
+            except ModelNotFound:
+                raise
+            except Exception as exc:
+                with self._lock:
+                    q = self._quarantine_model(model.name, model.config, exc)
+                raise ApplyFailed(
+                    f"The events are in the durable log, but model {model.name!r} failed "
+                    f"while applying it and is quarantined: {q.reason}") from exc
 
     # ------------------------------------------------------------------ background
     def sync_once(self) -> None:
-        """Follow the store: new and deleted models, entries from other replicas, checkpoints."""
+        """Follow the store: new and deleted models, entries from other replicas,
+        checkpoints, quarantined models to retry. One model's trouble (deleted meanwhile,
+        broken) never stops the round for the others; the store's does."""
         names = set(self.store.list_models())
-        for name in list(self._models):
-            if name not in names:
+        with self._lock:
+            for name in list(self._models):
+                if name not in names:
+                    self._retire(name)
+            for name in list(self._quarantine):
+                if name not in names:
+                    del self._quarantine[name]
+            self._count()
+        now = time.monotonic()
+        for name in sorted(names):
+            try:
+                self._sync_model(name, now)
+            except ModelNotFound:  # deleted meanwhile
                 with self._lock:
                     self._retire(name)
-        for name in names:
-            model = self._models.get(name)
-            if model is None:
-                with contextlib.suppress(ModelNotFound):
-                    self.get(name)
-                continue
-            config = self.store.get_config(name)
-            if config.get("uid") != model.uid:  # deleted and re-created elsewhere
-                with self._lock:
-                    self._retire(name)  # the new generation is loaded on the next round
-                continue
-            _, _, end = self.store.log_bounds(name)
-            if end > model.version:  # entries of other replicas: the lock only then
-                model.catch_up(self.store, None, self.metrics)
-        now = time.monotonic()
+            except ModelQuarantined:
+                pass  # logged when quarantined
         for model in list(self._models.values()):
-            model.publish_if_stale()
-            if model.checkpoint_due(self.settings, now):
-                model.checkpoint(self.store, self.settings)
-            n_entries, _, _ = self.store.log_bounds(model.name)
-            with model.lock:
-                if not model.retired:
-                    self.metrics.log_entries.labels(model.name).set(n_entries)
-                    model.export(self.metrics)
-        self.metrics.models.set(len(self._models))
+            try:
+                self._maintain(model, now)
+            except ModelNotFound:
+                with self._lock:
+                    self._retire(model.name)
+            except StoreUnavailable:
+                raise
+            except Exception:  # a checkpoint that cannot be made: the model still serves
+                log.exception("model %s: checkpoint or export failed", model.name)
+        self._count()
+
+    def _sync_model(self, name: str, now: float) -> None:
+        model = self._models.get(name)
+        if model is None:
+            q = self._quarantine.get(name)
+            if q is not None and now < q.retry_at:
+                return
+            with self._lock:
+                if name not in self._models:
+                    self._load(self.store.get_config(name))  # lifts the quarantine if it loads
+            return
+        config = self.store.get_config(name)
+        if config.get("uid") != model.uid:  # deleted and re-created elsewhere
+            with self._lock:
+                self._retire(name)  # the new generation is loaded on the next round
+            return
+        _, _, end = self.store.log_bounds(name)
+        if end > model.version:  # entries of other replicas: the lock only then
+            try:
+                model.catch_up(self.store, None, self.metrics)
+            except _STORE_TROUBLE:
+                raise
+            except Exception as exc:
+                with self._lock:
+                    raise ModelQuarantined(self._quarantine_model(name, config, exc)) from exc
+
+    def _maintain(self, model: HostedModel, now: float) -> None:
+        """Publish, checkpoint and export one model."""
+        model.publish_if_stale()
+        if model.checkpoint_due(self.settings, now):
+            model.checkpoint(self.store, self.settings)
+        n_entries, _, _ = self.store.log_bounds(model.name)
+        with model.lock:
+            if not model.retired:
+                self.metrics.log_entries.labels(model.name).set(n_entries)
+                model.export(self.metrics)
 
     def checkpoint_all(self) -> None:
         """Checkpoint every model with unsaved events (clean shutdown)."""

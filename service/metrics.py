@@ -62,7 +62,13 @@ class Metrics:
         self.log_entries = Gauge(
             "aucstream_log_entries", "Entries in the model's durable log (since its last trim)",
             ["model"], registry=r)
+        self.refused = Counter(
+            "aucstream_refused_events", "Events of log entries the model refused to learn "
+            "because they would make its state non-finite", ["model"], registry=r)
         self.models = Gauge("aucstream_models", "Models hosted", registry=r)
+        self.quarantined = Gauge(
+            "aucstream_quarantined_models", "Models that could not be recovered or applied "
+            "(their requests answer 503; GET /models/{name} says why)", registry=r)
         self.store_up = Gauge(
             "aucstream_store_up", "1 if the last store operation succeeded", registry=r)
 
@@ -70,7 +76,7 @@ class Metrics:
         """Drop every series of a deleted model."""
         for metric in (self.rolling_auc, self.learn_latency, self.score_latency, self.version,
                        self.checkpoint_age, self.checkpoint_version, self.log_entries,
-                       self.duplicates):
+                       self.duplicates, self.refused):
             with contextlib.suppress(KeyError):
                 metric.remove(model)
         for label in ("negative", "positive"):

@@ -160,20 +160,32 @@ class CheckpointInfo(BaseModel):
     age_seconds: float
 
 
+class Quarantine(BaseModel):
+    reason: str = Field(description="why the model cannot be recovered or applied")
+    since: float = Field(description="unix seconds")
+
+
 class ModelInfo(BaseModel):
     name: str
+    status: Literal["serving", "quarantined"] = Field(
+        description="quarantined: it could not be recovered or applied; its requests "
+        "answer 503 (see quarantine.reason) while every other model serves")
+    quarantine: Quarantine | None = None
     learner: str
     params: dict[str, Any]
     features: dict[str, Any]
     seed: int
     standardize: bool
     created_at: float
-    version: int = Field(description="events applied")
-    events: ClassCounts
+    version: int | None = Field(description="events applied (null while quarantined)")
+    events: ClassCounts | None
     rolling_auc: float | None = Field(description="exact AUC over the last rolling_window events")
     rolling_window: int
     buffer_fill: ClassCounts | None
     last_checkpoint: CheckpointInfo | None
+    memory_bytes: int | None = Field(
+        None, description="bytes this process holds for the model: learned state, scoring "
+        "snapshot, scaler, rolling AUC and feature cache (null while quarantined)")
 
 
 class ModelList(BaseModel):

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.redis_servers import RedisServer
+
+
+def _numba_cache_keyed_on_sources() -> None:
+    """Point numba's on-disk cache at a folder named by a hash of every source file that
+    uses numba. Numba checks a cached kernel against its own file only: a kernel that
+    inlines a helper from another module would keep the helper's old code after an edit.
+    A new key on any edit makes the run compile afresh. Set before numba is imported
+    (servers the tests start inherit it); other keys' folders are removed."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted([*root.glob("models/**/*.py"), *root.glob("service/**/*.py")]):
+        text = path.read_bytes()
+        if b"numba" in text:
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + text)
+    base = root / ".numba-cache"
+    here = base / digest.hexdigest()[:16]
+    here.mkdir(parents=True, exist_ok=True)
+    for other in base.iterdir():
+        if other != here:
+            shutil.rmtree(other, ignore_errors=True)
+    os.environ["NUMBA_CACHE_DIR"] = str(here)
+
+
+_numba_cache_keyed_on_sources()
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ is installed, they are run too; otherwise those two tests skip and say why.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -325,6 +326,19 @@ def test_aucstream_service_wiring() -> None:
                 if "${" not in v})  # the values themselves validate
 
 
+def test_readme_documents_every_setting() -> None:
+    """Every ``AUCSTREAM_*`` variable the settings read is in the README's configuration
+    table, and the table names none they don't."""
+    from service.settings import Settings
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Configuration"):readme.index("## The whole stack")]
+    documented = set(re.findall(r"`(AUCSTREAM_[A-Z_]+)`", table))
+    fields = {f"AUCSTREAM_{name.upper()}" for name in Settings.model_fields}
+    assert sorted(fields - documented) == [], "settings missing from the README"
+    assert sorted(documented - fields) == [], "README variables the settings do not read"
+
+
 # ---------------------------------------------------------------------------- Dockerfile
 def test_dockerfile_cmd_is_the_packaged_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     from service import cli
@@ -521,3 +535,17 @@ def test_compose_config() -> None:
     out = subprocess.run([*cmd, "-f", str(COMPOSE), "config", "-q"], capture_output=True,
                          text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_test_run_compiles_into_a_cache_keyed_on_the_sources():
+    """conftest points numba's cache at a folder named by the sources' hash, before numba
+    is first imported: an edited helper can't hide behind a kernel compiled against the
+    old one."""
+    import numba.core.config
+
+    import models  # noqa: F401  (kernels are compiled with the configured cache)
+
+    here = Path(numba.core.config.CACHE_DIR)
+    assert here.parent == ROOT / ".numba-cache", here
+    assert os.environ["NUMBA_CACHE_DIR"] == str(here)
+    assert any(here.rglob("*.nbi")), "kernels are cached there"

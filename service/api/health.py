@@ -22,7 +22,8 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", responses={503: {"description": "not ready"}})
 async def readyz(host: HostDep, response: Response) -> dict[str, Any]:
-    """Ready when every model is recovered and the store answers."""
+    """Ready when every model is recovered (or quarantined: listed, while the others
+    serve) and the store answers."""
     store_ok = True
     try:
         await run_in_threadpool(host.store.ping)
@@ -31,7 +32,8 @@ async def readyz(host: HostDep, response: Response) -> dict[str, Any]:
     ready = host.ready and store_ok
     response.status_code = 200 if ready else 503
     return {"status": "ready" if ready else "not ready", "models_recovered": host.ready,
-            "store": "up" if store_ok else "down", "models": len(host.names())}
+            "store": "up" if store_ok else "down", "models": len(host.names()),
+            "quarantined": [q.name for q in host.quarantined()]}
 
 
 @router.get("/metrics")

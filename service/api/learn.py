@@ -11,8 +11,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from .. import fastjson
-from ..hosting import ModelHost
-from ..schemas import MODEL_NAME, ErrorBody, LearnRequest, LearnResponse
+from ..encoding import EncodingError
+from ..hosting import EntryRefused, ModelHost
+from ..schemas import MODEL_NAME, ErrorBody, Event, LearnRequest, LearnResponse
 from ..settings import Settings
 from .deps import (
     HostDep,
@@ -29,7 +30,8 @@ router = APIRouter(tags=["learn"])
 _NAME = re.compile(MODEL_NAME)
 
 
-def _learn(body: bytes, host: ModelHost, settings: Settings) -> LearnResponse:
+def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnResponse, bool]:
+    """The response, and whether the events were applied (else durable only: 202)."""
     started = time.perf_counter()
     name = fastjson.model_name(body)
     fast = None
@@ -47,25 +49,52 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> LearnResponse:
         batch = model.encoder.encode(req.events)
         y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))
         ids = [e.id for e in req.events]
-    accepted, dups, version = host.append_and_apply(model, batch, y, ids)
+    try:
+        accepted, dups, version, applied = host.append_and_apply(model, batch, y, ids)
+    except EntryRefused as exc:
+        event = validate_json(body, LearnRequest).events[exc.event]
+        raise EncodingError(("events", exc.event, *_largest_value(event)), exc.message) from None
     host.metrics.learn_latency.labels(model.name).observe(time.perf_counter() - started)
-    return LearnResponse(accepted=accepted, duplicates=dups, version=version)
+    return LearnResponse(accepted=accepted, duplicates=dups, version=version), applied
+
+
+def _largest_value(event: Event) -> tuple[Any, ...]:
+    """Where an event's largest |value| is (``("x", j)``, ``("features", name)`` or
+    ``("features", namespace, name)``): the likeliest culprit of an overflow."""
+    if event.x is not None:
+        j = int(np.argmax(np.abs(np.asarray(event.x, dtype=float)))) if event.x else 0
+        return ("x", j)
+    best: tuple[float, tuple[Any, ...]] = (-1.0, ("features",))
+    for key, value in (event.features or {}).items():
+        inner = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, v in inner:
+            if type(v) in (int, float) and abs(v) > best[0]:
+                best = (abs(v), ("features", key) if sub is None else ("features", key, sub))
+    return best[1]
 
 
 @router.post(
     "/learn", response_model=LearnResponse, dependencies=[WriteAuth],
     openapi_extra=json_body(LearnRequest),
-    responses={401: {"model": ErrorBody}, 404: {"model": ErrorBody},
-               413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={202: {"model": LearnResponse,
+                     "description": "durable, not yet applied by this replica"},
+               401: {"model": ErrorBody}, 404: {"model": ErrorBody},
+               413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody},
+               504: {"model": ErrorBody}},
 )
 async def learn(request: Request, host: HostDep, settings: SettingsDep) -> Any:
     """Learn from labelled events, in order.
 
     The whole request is validated first; a bad event rejects it (422 naming the event's
     index and field) and nothing is learned. Events are acknowledged once appended to the
-    durable log and applied. An event whose ``id`` was seen before for this model is not
-    learned again, so retries are safe. Store unavailable → 503, nothing learned.
+    durable log and applied (200). An event whose ``id`` was seen before for this model is
+    not learned again, so retries are safe. A batch that would make the model's state
+    non-finite is refused whole (422 naming the event; nothing learned, its ids free for a
+    corrected retry). Store unavailable → 503, nothing learned. The store did not confirm
+    the append in time → 504 ``outcome_unknown``: the events may or may not be learned;
+    retry only with ids. Durable but not yet applied by this replica → 202.
     """
     body = await read_body(request, settings.max_body_bytes)
-    out = await run_in_threadpool(_learn, body, host, settings)
-    return Response(out.model_dump_json(), media_type="application/json")
+    out, applied = await run_in_threadpool(_learn, body, host, settings)
+    return Response(out.model_dump_json(), status_code=200 if applied else 202,
+                    media_type="application/json")

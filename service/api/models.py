@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 
 import models as learners
 
-from ..hosting import build_config
+from ..hosting import ModelHost, ModelQuarantined, build_config
 from ..schemas import MODEL_NAME, CreateModelRequest, ErrorBody, ModelInfo, ModelList
 from .deps import HostDep, ReadAuth, SettingsDep, WriteAuth
 
@@ -29,7 +29,7 @@ async def create_model(req: CreateModelRequest, host: HostDep, settings: Setting
     """Create a model: a learner, its parameters and its feature encoding.
 
     Unknown learner, bad parameters or a bad feature spec → 422 naming the field;
-    an existing name → 409.
+    an existing name, or as many models as AUCSTREAM_MAX_MODELS → 409.
     """
     config = build_config(
         req.name, req.learner, req.params, req.features.model_dump(), req.seed,
@@ -41,17 +41,25 @@ async def create_model(req: CreateModelRequest, host: HostDep, settings: Setting
 
 @router.get("/models", response_model=ModelList, dependencies=[ReadAuth], responses=_ERRORS)
 async def list_models(host: HostDep) -> Any:
-    """Every hosted model with its state: version, events by class, rolling AUC, ..."""
-    return {"models": [model.info() for model in host.all()]}
+    """Every model with its state: version, events by class, rolling AUC, ...; quarantined
+    models with the reason."""
+    infos = [model.info() for model in host.all()] + [q.info() for q in host.quarantined()]
+    return {"models": sorted(infos, key=lambda i: i["name"])}
+
+
+def _info(host: ModelHost, name: str) -> dict[str, Any]:
+    try:
+        return host.get(name).info()
+    except ModelQuarantined as exc:
+        return exc.quarantined.info()
 
 
 @router.get("/models/{name}", response_model=ModelInfo, dependencies=[ReadAuth],
             responses=_ERRORS)
 async def get_model(name: ModelName, host: HostDep) -> Any:
     """One model: configuration, version (events applied), events seen by class, rolling
-    AUC, buffer fill, last checkpoint."""
-    model = await run_in_threadpool(host.get, name)
-    return model.info()
+    AUC, buffer fill, last checkpoint, memory; for a quarantined model, why."""
+    return await run_in_threadpool(_info, host, name)
 
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT,

@@ -6,11 +6,12 @@ import re
 import time
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from .. import fastjson
-from ..encoding import EncodedBatch
+from ..encoding import EncodedBatch, EncodingError
 from ..hosting import HostedModel, ModelHost
 from ..schemas import MODEL_NAME, ErrorBody, ScoreRequest, ScoreResponse
 from ..settings import Settings
@@ -27,6 +28,7 @@ from .deps import (
 router = APIRouter(tags=["score"])
 
 _NAME = re.compile(MODEL_NAME)
+_LARGEST = float(np.finfo(np.float64).max)
 
 
 def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse | None:
@@ -51,11 +53,26 @@ def _rank(model: HostedModel, batch: EncodedBatch, top_k: int | None, started: f
           host: ModelHost) -> ScoreResponse:
     snap = model.snapshot  # immutable: never a half-applied batch
     scores = snap.score(batch)
+    if not np.isfinite(scores).all():
+        scores = _finite(scores)
     order = (-scores).argsort(kind="stable")
     if top_k is not None:
         order = order[:top_k]
     host.metrics.score_latency.labels(model.name).observe(time.perf_counter() - started)
     return ScoreResponse(scores=scores.tolist(), ranking=order.tolist(), version=snap.version)
+
+
+def _finite(scores: np.ndarray) -> np.ndarray:
+    """A model's state is always finite, but a score can still leave the float range
+    (weights ~1e290 times a value ~1e12): ±inf is reported as the largest float of its
+    sign, which ranks the same. inf − inf inside one dot product has no sign: 422."""
+    undefined = np.flatnonzero(np.isnan(scores))
+    if undefined.size:
+        raise EncodingError(("items", int(undefined[0])),
+                            "the model cannot score this item: its score leaves the float "
+                            "range with no sign (the model's weights are too large for "
+                            "these values)")
+    return np.clip(scores, -_LARGEST, _LARGEST)
 
 
 def _score(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..encoding import EncodingError
 from .deps import key_allows
 from .score import score_loaded
 
@@ -47,7 +48,10 @@ class ScoreLane:
             # all of them are scored in arrival order: without it, ~8 % of requests under
             # 16 clients waited two rounds of the loop (p99 ≈ 2 × p50).
             await asyncio.sleep(0)
-            out = score_loaded(body, host, settings)
+            try:
+                out = score_loaded(body, host, settings)
+            except EncodingError:  # the route words it (an item the model cannot score)
+                out = None
         if out is None:
             await self.app(scope, _replay(body, complete, receive), send)
             return

@@ -63,7 +63,7 @@ def test_create_list_get_delete(client):
 def test_learners_are_listed_with_their_parameters(client):
     body = client.get("/learners").json()["learners"]
     assert set(body) == set(models.available())
-    assert body["cbr_fifo"]["params"]["C"]["rule"] == "a float in (0, inf)"
+    assert body["cbr_fifo"]["params"]["C"]["rule"] == "a float in [1e-06, 1e+06]"
     assert body["solam"]["sparse_input"] is True
 
 
@@ -185,7 +185,18 @@ def test_retried_events_are_not_learned_twice(client):
     same = dense_events(3, 4, 100)
     r = client.post("/learn", json={"model": "m", "events": same + same})
     assert r.json() == {"accepted": 3, "duplicates": 3, "version": 58}
-    assert client.get("/models/m").json()["version"] == 58
+    info = client.get("/models/m").json()
+    assert info["version"] == 58
+    # the learner itself saw each event once: its class counts, and its scores, are those
+    # of a learner fed the distinct events in order
+    once = events + dense_events(5, 9, 50) + same
+    pos = sum(e["label"] for e in once)
+    assert info["events"] == {"negative": len(once) - pos, "positive": pos}
+    twin = models.create("cbr_fifo", n_features=5).learn(
+        np.array([e["x"] for e in once]), np.array([e["label"] for e in once]))
+    probe = dense_events(7, 11, 500, ids=False)
+    scores = client.post("/score", json={"model": "m", "items": [{"x": e["x"]} for e in probe]})
+    assert scores.json()["scores"] == twin.score(np.array([e["x"] for e in probe])).tolist()
 
 
 def test_limits_give_413(app_client):
@@ -417,3 +428,16 @@ def test_scoring_never_waits_for_a_batch_being_applied(client):
     holder.join()
     assert r.status_code == 200 and r.json()["version"] == 0  # the stale snapshot, at once
     assert still_applying
+
+
+def test_each_model_reports_its_memory(client):
+    spec = {"name": "big", "learner": "cbr_diag_fifo", "features": {"kind": "hashed", "bits": 20}}
+    assert client.post("/models", json=spec).status_code == 201
+    small = {**spec, "name": "small", "features": {"kind": "hashed", "bits": 10}}
+    assert client.post("/models", json=small).status_code == 201
+    big = client.get("/models/big").json()["memory_bytes"]
+    # μ and g (8 MB each at 2^20) and the snapshot's copy of μ: at least 24 MB
+    assert 3 * 8 * 2**20 <= big < 64 * 2**20
+    assert client.get("/models/small").json()["memory_bytes"] < big / 10
+    listed = {m["name"]: m["memory_bytes"] for m in client.get("/models").json()["models"]}
+    assert listed["big"] == big

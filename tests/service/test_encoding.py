@@ -83,3 +83,18 @@ def test_dense_encoding_checks_dimension_and_finiteness():
     assert err.value.loc == ("events", 0, "x", 1)
     with pytest.raises(EncodingError):
         enc.encode([{"features": {"a": 1}}])
+
+
+def test_the_feature_cache_is_bounded_and_clearing_it_changes_nothing():
+    enc = FeatureEncoder({"kind": "hashed", "bits": 20})
+    fresh = FeatureEncoder({"kind": "hashed", "bits": 20})
+    limit = encoding._CACHE_LIMIT
+    step = 10_000
+    probe = [{"features": {"city": f"c{k}", "n": 1.5}} for k in range(50)]
+    for start in range(0, limit + 3 * step, step):
+        enc.encode([{"features": {"id": f"u{k}"}} for k in range(start, start + step)])
+        assert len(enc._cache) <= limit
+    assert enc.cache_bytes < 300 * limit
+    a, b = enc.encode(probe), fresh.encode(probe)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.values, b.values)
