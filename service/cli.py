@@ -24,6 +24,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.log_json:
         os.environ["AUCSTREAM_LOG_JSON"] = "true"
 
+    from .http_limits import LimitedHttpToolsProtocol
     from .settings import Settings
 
     settings = Settings()
@@ -35,6 +36,7 @@ def _serve(args: argparse.Namespace) -> int:
         workers=settings.workers,
         log_level=settings.log_level.lower(),
         access_log=False,  # the app logs every request with its id
+        http=LimitedHttpToolsProtocol,  # header/body timeouts, connection cap
     )
     return 0
 
