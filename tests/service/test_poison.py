@@ -194,6 +194,49 @@ def test_the_sync_loop_survives_a_model_deleted_mid_round(tmp_path):
     store.close()
 
 
+class _SyncedStore(SqliteStore):
+    """A real store whose append is followed, before the request goes on, by a round of
+    the sync loop: the entry is applied by the loop, not by the request that wrote it."""
+
+    host: ModelHost | None = None
+
+    def append(self, name, payload, event_ids):
+        result = super().append(name, payload, event_ids)
+        if self.host is not None:
+            self.host.sync_once()
+        return result
+
+
+def test_a_refusal_reaches_the_appending_request_when_the_sync_loop_applied_it(tmp_path):
+    """The fault benchmark's race: the sync loop applied (and refused) an entry before
+    the request that appended it could remember it; the request must still answer 422."""
+    from service.encoding import EncodedBatch
+    from service.hosting import EntryRefused
+
+    store = _SyncedStore(tmp_path / "s.sqlite3")
+    host = ModelHost(store, Settings(data_dir=tmp_path), Metrics())
+    host.recover()
+    model = host.create({"name": "m", "learner": "cbr_fifo", "params": {},
+                         "features": {"kind": "dense", "dim": 2}, "seed": 0,
+                         "standardize": False, "rolling_window": 100, "created_at": 0.0,
+                         "uid": "m"})
+    store.host = host
+    y = np.array([1, -1, 1], np.int8)
+    good = EncodedBatch(n=3, X=np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]))
+    assert host.append_and_apply(model, good, y, ["a", "b", "c"])[:3] == (3, 0, 3)
+    poison = EncodedBatch(n=3, X=np.array([[1.0, 0.0], [1e300, -1e300], [0.5, 0.5]]))
+    before = model.snapshot.score(good)
+    with pytest.raises(EntryRefused) as refused:
+        host.append_and_apply(model, poison, y, ["d", "e", "f"])
+    assert refused.value.event == 1
+    assert model.version == 6 and model.learner.n_seen == (1, 2)
+    np.testing.assert_array_equal(model.snapshot.score(good), before)
+    # its ids were released: the corrected events are learned
+    fixed = EncodedBatch(n=3, X=np.array([[1.0, 0.0], [1.0, -1.0], [0.5, 0.5]]))
+    assert host.append_and_apply(model, fixed, y, ["d", "e", "f"])[:2] == (3, 0)
+    store.close()
+
+
 def test_the_number_of_models_is_capped(app_client):
     client = app_client(max_models=2)
     for name in ("a", "b"):
