@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-import models
-from models.preprocessing import StandardScaler
+from aucstream import models
+from aucstream.models.preprocessing import StandardScaler
 
 __all__ = [
     "SCALINGS",

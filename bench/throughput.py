@@ -345,7 +345,7 @@ def _size(rate: float, cfg: Config, limit: int) -> int:
 
 
 def bench_one(name: str, stream: Stream, cfg: Config) -> Row:
-    import models
+    from aucstream import models
 
     row = Row(name, stream.name)
     W, B, R = stream.warmup, cfg.batch, cfg.repeats
@@ -612,7 +612,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         os.environ["NUMBA_CACHE_DIR"] = tmp.name
     from threadpoolctl import threadpool_limits
 
-    import models
+    from aucstream import models
 
     names = args.learners or models.available()
     unknown = sorted(set(names) - set(models.available()))

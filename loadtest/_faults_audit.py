@@ -87,9 +87,9 @@ class ModelAudit:
 def audit_model(store: Any, name: str, mark_index: int | None, reqs: list[Req],
                 probe_items: list[dict[str, Any]] | None = None) -> ModelAudit:
     """Audit one model's log against the requests sent to it (``Req.model == name``)."""
-    import models
-    from service.codec import decode_batch
-    from service.encoding import FeatureEncoder
+    from aucstream import models
+    from aucstream.service.codec import decode_batch
+    from aucstream.service.encoding import FeatureEncoder
 
     out = ModelAudit(name)
     config = store.get_config(name)

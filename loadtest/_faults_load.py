@@ -60,7 +60,7 @@ DENSE = ModelSpec("f-dense", "cbr_fifo", {"kind": "dense", "dim": 8})
 
 def marker_index(bits: int) -> int:
     """The hashed index of the marker feature, as the service computes it."""
-    from service.encoding import FeatureEncoder
+    from aucstream.service.encoding import FeatureEncoder
 
     enc = FeatureEncoder({"kind": "hashed", "bits": bits})
     return int(enc.encode([{"features": {MARK_FEATURE: 0.5}}]).indices[0])
@@ -74,7 +74,7 @@ def pool(spec: ModelSpec) -> list[tuple[Any, int]]:
     if spec.name in _pools:
         return _pools[spec.name]
     if spec.hashed:
-        from service.encoding import FeatureEncoder
+        from aucstream.service.encoding import FeatureEncoder
 
         events = AdClickFeed(seed=11).events(0, POOL)
         enc = FeatureEncoder(spec.features).encode(events)

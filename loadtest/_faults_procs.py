@@ -41,7 +41,7 @@ def wait_ready(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = 
 
 
 class ServiceProc:
-    """``python -m service.cli serve --port P`` (one worker) with ``AUCSTREAM_*`` env."""
+    """``python -m aucstream.service.cli serve --port P`` (one worker) with ``AUCSTREAM_*`` env."""
 
     def __init__(self, workdir: Path, env: dict[str, str]) -> None:
         self.port = free_port()
@@ -56,7 +56,7 @@ class ServiceProc:
     def spawn(self) -> None:
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1",
+                [sys.executable, "-m", "aucstream.service.cli", "serve", "--host", "127.0.0.1",
                  "--port", str(self.port)],
                 cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT)
 

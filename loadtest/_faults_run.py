@@ -373,7 +373,7 @@ class Run:
         self.svc.stop()
 
     def collect(self) -> None:
-        from service.store import open_store
+        from aucstream.service.store import open_store
 
         row = self.row
         reqs = self.load.all_records()

@@ -1,6 +1,6 @@
 """The service benchmark: learn events/s end to end, learns lost, score latency.
 
-Starts ``python -m service.cli serve`` as a subprocess on loopback — on the embedded
+Starts ``python -m aucstream.service.cli serve`` as a subprocess on loopback — on the embedded
 SQLite store in a temporary directory by default, or with ``--redis`` on a throw-away
 ``redis-server`` it starts itself on a free port (AOF, ``appendfsync always``) — and
 drives it with an async HTTP client (aiohttp, else httpx) sending request bodies
@@ -330,7 +330,7 @@ class RedisProcess:
 
 
 class ServiceProcess:
-    """``python -m service.cli serve`` on a free loopback port."""
+    """``python -m aucstream.service.cli serve`` on a free loopback port."""
 
     def __init__(self, workdir: Path, redis_url: str | None, *, log_level: str = "info",
                  extra_path: str | None = None, workers: int = 1) -> None:
@@ -348,7 +348,7 @@ class ServiceProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1",
+        cmd = [sys.executable, "-m", "aucstream.service.cli", "serve", "--host", "127.0.0.1",
                "--port", str(self.port), "--data-dir", str(self.workdir / "data"),
                "--log-level", self.log_level, "--workers", str(self.workers)]
         if self.redis_url:
@@ -812,15 +812,15 @@ def breakdown(learners: Sequence[str], bits: int, dim: int, batch: int, batches:
     """Time each phase of a learn and a score request in-process (no HTTP, no event loop),
     following the handlers: the numba fast path (``service.fastjson``) when the service
     has one, else pydantic + the encoder; the other path is timed for reference."""
-    from service.codec import encode_batch, encode_state
-    from service.hosting import ModelHost, build_config
-    from service.metrics import Metrics
-    from service.schemas import LearnRequest, LearnResponse, ScoreRequest, ScoreResponse
-    from service.settings import Settings
-    from service.store import open_store
+    from aucstream.service.codec import encode_batch, encode_state
+    from aucstream.service.hosting import ModelHost, build_config
+    from aucstream.service.metrics import Metrics
+    from aucstream.service.schemas import LearnRequest, LearnResponse, ScoreRequest, ScoreResponse
+    from aucstream.service.settings import Settings
+    from aucstream.service.store import open_store
 
     try:
-        from service import fastjson
+        from aucstream.service import fastjson
     except ImportError:  # a service without the fast path
         fastjson = None
 

@@ -3,7 +3,7 @@ or its disk fail, and while clients send poison inputs; nothing acknowledged may
 
 For each store (the embedded SQLite store; a throw-away redis-server with ``appendonly
 yes`` and ``appendfsync always``) and each scenario it starts a fresh ``python -m
-service.cli serve``, creates a hashed ``cbr_diag_fifo`` model (2^18, ad-click events of
+aucstream.service.cli serve``, creates a hashed ``cbr_diag_fifo`` model (2^18, ad-click events of
 ``loadtest/feed.py``) and a dense ``cbr_fifo`` model (d = 8), and drives them with
 ``--clients`` threads (httpx) for ``--duration`` seconds while it injects the fault:
 

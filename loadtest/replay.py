@@ -102,7 +102,7 @@ class ReplayResult:
 
 
 def _exact_auc(y: np.ndarray, s: np.ndarray) -> float | None:
-    from models import auc
+    from aucstream.models import auc
 
     value = auc(y, s)
     return None if value != value else float(value)

@@ -1,6 +1,7 @@
 """aucstream learners: online rankers that maximise AUC on a stream of labelled events.
 
->>> import numpy as np, models
+>>> import numpy as np
+>>> from aucstream import models
 >>> "cbr_fifo" in models.available()
 True
 >>> lrn = models.create("cbr_fifo", n_features=3, seed=0, C=1.0)
@@ -11,6 +12,10 @@ True
 >>> bool((twin.score(np.eye(3)) == lrn.score(np.eye(3))).all())
 True
 """
+
+if __name__ != "aucstream.models":  # imported from a checkout as a top-level package
+    raise ImportError("This folder is the package aucstream.models: `from aucstream import "
+                      "models` (after `pip install -e .`), not `import models`.")
 
 from . import cbr as _cbr  # noqa: F401  (importing a family registers its learners)
 from . import oam as _oam  # noqa: F401

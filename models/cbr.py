@@ -162,7 +162,7 @@ class CBRFIFO(_CBRFull):
 
     Examples
     --------
-    >>> import models
+    >>> from aucstream import models
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> X = (X - X.min(0)) / (X.max(0) - X.min(0))
@@ -206,7 +206,8 @@ class CBRRS(_CBRFull):
 
     Examples
     --------
-    >>> import numpy as np, models
+    >>> import numpy as np
+    >>> from aucstream import models
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 5)); y = (X[:, 0] + 0.3 * rng.normal(size=400) > 1)
     >>> lrn = models.create("cbr_rs", n_features=5, seed=1, C=0.1).learn(X[:300], y[:300])
@@ -338,7 +339,8 @@ class CBRDiagFIFO(_CBRDiag):
 
     Examples
     --------
-    >>> import numpy as np, models
+    >>> import numpy as np
+    >>> from aucstream import models
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 20)); y = X[:, :3].sum(1) > 0.5
     >>> lrn = models.create("cbr_diag_fifo", n_features=20, C=0.1).learn(X[:300], y[:300])
@@ -358,7 +360,8 @@ class CBRDiagRS(_CBRDiag):
 
     Examples
     --------
-    >>> import numpy as np, models
+    >>> import numpy as np
+    >>> from aucstream import models
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 20)); y = X[:, :3].sum(1) > 0.5
     >>> lrn = models.create("cbr_diag_rs", n_features=20, C=0.1).learn(X[:300], y[:300])
@@ -450,7 +453,8 @@ class FCBRFIFO(_FCBR):
 
     Examples
     --------
-    >>> import numpy as np, models
+    >>> import numpy as np
+    >>> from aucstream import models
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(600, 2)); y = (X ** 2).sum(1) < 1.0
     >>> lrn = models.create("fcbr_fifo", n_features=2, n_components=50, C=0.5)
@@ -471,7 +475,8 @@ class FCBRRS(_FCBR):
 
     Examples
     --------
-    >>> import numpy as np, models
+    >>> import numpy as np
+    >>> from aucstream import models
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(600, 2)); y = (X ** 2).sum(1) < 1.0
     >>> lrn = models.create("fcbr_rs", n_features=2, n_components=50, C=0.5)

@@ -167,7 +167,7 @@ class OAMSeq(_OAM):
 
     Examples
     --------
-    >>> import models
+    >>> from aucstream import models
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> X = (X - X.min(0)) / (X.max(0) - X.min(0))
@@ -200,7 +200,7 @@ class OAMGra(_OAM):
 
     Examples
     --------
-    >>> import models
+    >>> from aucstream import models
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> X = (X - X.min(0)) / (X.max(0) - X.min(0))
@@ -277,7 +277,7 @@ class FOAM(Learner):
 
     Examples
     --------
-    >>> import models
+    >>> from aucstream import models
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> X = (X - X.min(0)) / (X.max(0) - X.min(0))
@@ -408,7 +408,7 @@ class NOAM(Learner):
 
     Examples
     --------
-    >>> import models
+    >>> from aucstream import models
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> X = (X - X.min(0)) / (X.max(0) - X.min(0))

@@ -54,7 +54,7 @@ class OPAUC(Learner):
 
     Examples
     --------
-    >>> import models
+    >>> from aucstream import models
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> X = (X - X.min(0)) / (X.max(0) - X.min(0))

@@ -71,7 +71,8 @@ class SOLAM(Learner):
 
     Examples
     --------
-    >>> import numpy as np, models
+    >>> import numpy as np
+    >>> from aucstream import models
     >>> from sklearn.datasets import load_breast_cancer
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> order = np.random.default_rng(0).permutation(len(y))  # i.i.d. arrival, see Notes

@@ -29,7 +29,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings()
     uvicorn.run(
-        "service.app:create_app",
+        "aucstream.service.app:create_app",
         factory=True,
         host=settings.host,
         port=settings.port,
@@ -42,7 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _learners(_: argparse.Namespace) -> int:
-    import models
+    from aucstream import models
 
     out = {}
     for name in models.available():

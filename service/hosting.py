@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-import models
-from models.preprocessing import StandardScaler
+from aucstream import models
+from aucstream.models.preprocessing import StandardScaler
 
 from .codec import decode_batch, decode_state, encode_batch, encode_state
 from .encoding import EncodedBatch, FeatureEncoder

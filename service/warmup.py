@@ -1,6 +1,6 @@
 """Compile (or load from numba's on-disk cache) every learner's kernels ahead of traffic.
 
-Run at start-up in the background, and at image build time (``python -m service.warmup``)
+Run at start-up in the background, and at image build time (``python -m aucstream.service.warmup``)
 so that containers start with a filled cache and the first request is not a compile.
 """
 
@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
-import models
-from models._sparse import dense_to_csr
-from models.preprocessing import StandardScaler
+from aucstream import models
+from aucstream.models._sparse import dense_to_csr
+from aucstream.models.preprocessing import StandardScaler
 
 from . import fastjson
 from .encoding import FeatureEncoder

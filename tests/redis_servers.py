@@ -22,7 +22,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from service.store import RedisStore
+from aucstream.service.store import RedisStore
 
 NO_RETRY = Retry(NoBackoff(), 0)  # redis-py's default retries back off for seconds
 

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import models
-import models.solam as solam_module
-from models._kernels import NO_SCORES
-from models._validation import check_labels, check_matrix
-from models.preprocessing import StandardScaler
+import aucstream.models.solam as solam_module
+from aucstream import models
+from aucstream.models._kernels import NO_SCORES
+from aucstream.models._validation import check_labels, check_matrix
+from aucstream.models.preprocessing import StandardScaler
 from tests.helpers import assert_states_equal, sparse_stream, stream
 
 D = 40

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from river import metrics as river_metrics
 from sklearn.metrics import roc_auc_score
 
-from models import RollingAUC, auc
+from aucstream.models import RollingAUC, auc
 
 
 def brute_auc(y, s):

@@ -6,8 +6,8 @@ import numpy as np
 from numba import njit
 from scipy import stats
 
-from models import _rng
-from models._buffers import FIFO, RESERVOIR, admit
+from aucstream.models import _rng
+from aucstream.models._buffers import FIFO, RESERVOIR, admit
 
 _MASK = (1 << 64) - 1
 

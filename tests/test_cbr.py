@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import models
-from models._config import CBR_PRODUCT_REFRESH, CBR_PRODUCTS_MIN_DIM
-from models._sparse import dense_to_csr
+from aucstream import models
+from aucstream.models._config import CBR_PRODUCT_REFRESH, CBR_PRODUCTS_MIN_DIM
+from aucstream.models._sparse import dense_to_csr
 from tests.helpers import assert_close, stream
 from tests.reference.cbr import CBRRef, rff_sincos
 

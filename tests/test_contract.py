@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import models
-from models._validation import Interval, Options
+from aucstream import models
+from aucstream.models._validation import Interval, Options
 from tests.cases import all_cases
 from tests.helpers import assert_states_equal, csr_slice, sparse_stream, stream
 
@@ -245,7 +245,7 @@ def test_sparse_and_dense_input_give_the_same_model(name):
     X, y = data(name)
     for storage in ("dense", "sparse"):
         dense = make(name, storage=storage).learn(X, y)
-        from models._sparse import dense_to_csr
+        from aucstream.models._sparse import dense_to_csr
 
         sparse = make(name, storage=storage).learn(dense_to_csr(X), y)
         assert_states_equal(dense.get_state(), sparse.get_state())
@@ -258,7 +258,7 @@ def test_sparse_and_dense_input_give_the_same_model(name):
 def test_csr_input_is_never_written_to(name, storage):
     # Canonical int64 CSR goes through validation without a copy: the learner reads the
     # caller's arrays and must leave them as they were.
-    from models._sparse import dense_to_csr
+    from aucstream.models._sparse import dense_to_csr
 
     X, y = data(name)
     csr = dense_to_csr(X)
@@ -292,7 +292,7 @@ def test_sparse_stream_in_a_large_hashed_space(name):
 
 @pytest.mark.parametrize("name", sorted(set(NAMES) - set(SPARSE)))
 def test_dense_only_learners_refuse_sparse_input(name):
-    from models._sparse import dense_to_csr
+    from aucstream.models._sparse import dense_to_csr
 
     X, y = data(name)
     with pytest.raises(ValueError, match="dense input only"):
@@ -431,8 +431,8 @@ def _fails_without_the_rule(state: dict, X, y, scored: bool) -> bool:
     """The reference for the all-or-nothing rule, outside it: learning the rows from this
     state with the learner's ``_learn`` directly raises an ArithmeticError, or leaves a
     state array or a prequential score non-finite."""
-    from models._kernels import NO_SCORES
-    from models._validation import check_labels, check_matrix
+    from aucstream.models._kernels import NO_SCORES
+    from aucstream.models._validation import check_labels, check_matrix
 
     twin = models.from_state(state)
     batch = check_matrix(twin.name, X, twin.n_features, twin.accepts_sparse)

@@ -13,6 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -206,7 +207,7 @@ def exported_series() -> dict[str, set[str]]:
     label names it carries."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    from service.metrics import Metrics
+    from aucstream.service.metrics import Metrics
 
     metrics = Metrics()
     labels = {m._name: set(m._labelnames) for m in vars(metrics).values()
@@ -306,7 +307,7 @@ def test_redis_is_durable_and_recent() -> None:
 
 
 def test_aucstream_service_wiring() -> None:
-    from service.settings import Settings
+    from aucstream.service.settings import Settings
 
     svc = service("aucstream")
     assert svc["build"]["dockerfile"] == "docker/Dockerfile"
@@ -329,7 +330,7 @@ def test_aucstream_service_wiring() -> None:
 def test_readme_documents_every_setting() -> None:
     """Every ``AUCSTREAM_*`` variable the settings read is in the README's configuration
     table, and the table names none they don't."""
-    from service.settings import Settings
+    from aucstream.service.settings import Settings
 
     readme = (ROOT / "README.md").read_text()
     table = readme[readme.index("## Configuration"):readme.index("## The whole stack")]
@@ -341,7 +342,7 @@ def test_readme_documents_every_setting() -> None:
 
 # ---------------------------------------------------------------------------- Dockerfile
 def test_dockerfile_cmd_is_the_packaged_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    from service import cli
+    from aucstream.service import cli
 
     instr = dockerfile_instructions()
     (cmd,) = [exec_form(a) for i, a in instr if i == "CMD"]
@@ -349,7 +350,7 @@ def test_dockerfile_cmd_is_the_packaged_cli(monkeypatch: pytest.MonkeyPatch) -> 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert cmd[0] in scripts, f"{cmd[0]!r} is not a script of the package"
     module, func = scripts[cmd[0]].split(":")
-    assert (module, func) == ("service.cli", "main")
+    assert (module, func) == ("aucstream.service.cli", "main")
     seen = {}
 
     def fake_serve(args: Any) -> int:
@@ -373,8 +374,8 @@ def test_dockerfile_user_and_numba_cache() -> None:
     users = [a for i, a in instr if i == "USER"]
     assert users and users[-1].split(":")[0] not in ("root", "0"), "runs as root"
     user_at = max(k for k, (i, _) in enumerate(instr) if i == "USER")
-    warm = [k for k, (i, a) in enumerate(instr) if i == "RUN" and "service.warmup" in a]
-    assert warm, "the image does not run python -m service.warmup"
+    warm = [k for k, (i, a) in enumerate(instr) if i == "RUN" and "aucstream.service.warmup" in a]
+    assert warm, "the image does not run python -m aucstream.service.warmup"
     assert warm[-1] > user_at, "warm-up must run as the runtime user (it owns the cache)"
     assert names.index("CMD") > user_at
     cache = env.get("NUMBA_CACHE_DIR")
@@ -409,7 +410,7 @@ def test_dockerignore() -> None:
                  ".ruff_cache/x", ".hypothesis/x", "tests/test_deploy.py"):
         assert dockerignored(path, patterns), f"{path} would be sent to the build"
     needed = ["pyproject.toml", "README.md"]
-    needed += [str(p.relative_to(ROOT)) for d in ("models", "service")
+    needed += [str(p.relative_to(ROOT)) for d in ("aucstream", "models", "service")
                for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts]
     assert len(needed) > 10
     for path in needed:
@@ -543,9 +544,32 @@ def test_the_test_run_compiles_into_a_cache_keyed_on_the_sources():
     old one."""
     import numba.core.config
 
-    import models  # noqa: F401  (kernels are compiled with the configured cache)
+    from aucstream import models  # noqa: F401  (kernels are compiled with the configured cache)
 
     here = Path(numba.core.config.CACHE_DIR)
     assert here.parent == ROOT / ".numba-cache", here
     assert os.environ["NUMBA_CACHE_DIR"] == str(here)
     assert any(here.rglob("*.nbi")), "kernels are cached there"
+
+
+def test_the_package_installs_under_one_namespace(tmp_path):
+    """Outside the checkout only ``aucstream`` is importable: no generic top-level
+    ``models`` or ``service`` to collide with a user's own modules."""
+    probe = (
+        "import importlib, aucstream, aucstream.models, aucstream.service.app\n"
+        "print(aucstream.__version__)\n"
+        "for name in ('models', 'service'):\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "        print('importable', name)\n"
+        "    except ImportError:\n"
+        "        pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == [tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]]
+    # inside the checkout the folders are packages of aucstream only
+    bad = subprocess.run([sys.executable, "-c", "import models"], cwd=ROOT, env=env,
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "from aucstream import models" in bad.stderr

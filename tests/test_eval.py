@@ -12,7 +12,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-import models
+from aucstream import models
+from aucstream.models.preprocessing import StandardScaler
 from bench import datasets, paper_tables
 from bench import eval as bench_eval
 from bench.protocol import (
@@ -26,7 +27,6 @@ from bench.protocol import (
     stratified_folds,
     tune_prequential,
 )
-from models.preprocessing import StandardScaler
 
 
 @pytest.fixture(scope="module")

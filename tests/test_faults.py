@@ -9,13 +9,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from aucstream.service.codec import encode_batch
+from aucstream.service.encoding import FeatureEncoder
+from aucstream.service.store import SqliteStore
 from loadtest import faults
 from loadtest._faults_audit import audit_model, markers_of
 from loadtest._faults_load import DENSE, HASHED, POISON, Req, marked_event, marker_index
 from loadtest._faults_run import Options, run_one
-from service.codec import encode_batch
-from service.encoding import FeatureEncoder
-from service.store import SqliteStore
 
 CONFIG = {"name": "m", "learner": "cbr_fifo", "params": {}, "features": DENSE.features,
           "seed": 0, "standardize": False, "rolling_window": 100}

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aucstream.models import auc
+from aucstream.service.encoding import FeatureEncoder
+from aucstream.service.schemas import LearnRequest, ScoreRequest
 from loadtest import bench_service as bs
 from loadtest import replay
 from loadtest.feed import BLOCK, AdClickFeed, DenseFeed
-from models import auc
-from service.encoding import FeatureEncoder
-from service.schemas import LearnRequest, ScoreRequest
 
 
 def n_features(event: dict) -> int:
@@ -212,8 +212,8 @@ def test_dataset_events() -> None:
 def test_replay_into_the_app(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import Settings
+    from aucstream.service.app import create_app
+    from aucstream.service.settings import Settings
 
     X, y = DenseFeed(d=6, seed=4, ctr=0.2).arrays(0, 300)
     settings = Settings(data_dir=tmp_path, sync_interval=0.05, checkpoint_interval=3600.0)

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import models
-from models import _oam_kernels as K
-from models._buffers import RESERVOIR
-from models._features import gaussian_gram
-from models._sparse import csr_to_dense
+from aucstream import models
+from aucstream.models import _oam_kernels as K
+from aucstream.models._buffers import RESERVOIR
+from aucstream.models._features import gaussian_gram
+from aucstream.models._sparse import csr_to_dense
 from tests.helpers import assert_close, assert_states_equal, sparse_stream, stream
 from tests.reference.oam import FOAMRef, NOAMRef, OAMRef, kappa, unit
 

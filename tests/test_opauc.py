@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import models
-from models import _opauc_kernels as K
+from aucstream import models
+from aucstream.models import _opauc_kernels as K
 from tests.helpers import assert_close, stream
 from tests.reference.opauc import OPAUCReference
 

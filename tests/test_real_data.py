@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import models
+from aucstream import models
 from bench import datasets
 
 CHANCE_MARGIN = 0.75  # "clearly better than chance" for every learner, default parameters

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import models
-import models.solam as solam_module
-from models import _solam_kernels as K
-from models._config import SOLAM_MIN_SCALE
-from models._sparse import dense_to_csr
+import aucstream.models.solam as solam_module
+from aucstream import models
+from aucstream.models import _solam_kernels as K
+from aucstream.models._config import SOLAM_MIN_SCALE
+from aucstream.models._sparse import dense_to_csr
 from tests.helpers import assert_close, assert_states_equal, csr_slice, sparse_stream, stream
 from tests.reference.solam import F_hat, SOLAMReference, grad_F_hat
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models._sparse import _SHORT_ROW, canonical_csr
+from aucstream.models._sparse import _SHORT_ROW, canonical_csr
 
 
 def reference(indptr, indices, values):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from models._validation import check_matrix
+from aucstream.models._validation import check_matrix
 
 D = 10
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-import models as learners
+from aucstream import models as learners
 
 from ..hosting import ModelHost, ModelQuarantined, build_config
 from ..schemas import MODEL_NAME, CreateModelRequest, ErrorBody, ModelInfo, ModelList

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.store.base import (
+from aucstream.service.store.base import (
     AppendOutcomeUnknown,
     AppendResult,
     Checkpoint,
@@ -19,8 +19,8 @@ from service.store.base import (
     StoreError,
     StoreUnavailable,
 )
-from service.store.redis_store import RedisStore
-from service.store.sqlite_store import SqliteStore
+from aucstream.service.store.redis_store import RedisStore
+from aucstream.service.store.sqlite_store import SqliteStore
 
 __all__ = [
     "AppendOutcomeUnknown",

@@ -52,7 +52,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from service.store.base import (
+from aucstream.service.store.base import (
     AppendOutcomeUnknown,
     AppendResult,
     Checkpoint,

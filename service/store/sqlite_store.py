@@ -32,7 +32,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
-from service.store.base import (
+from aucstream.service.store.base import (
     AppendResult,
     Checkpoint,
     LogEntry,

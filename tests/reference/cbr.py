@@ -11,7 +11,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from models import _rng
+from aucstream.models import _rng
 
 
 class BufferRef:

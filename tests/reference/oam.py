@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from models._features import draw_rff
-from models._rng import below, new_state
+from aucstream.models._features import draw_rff
+from aucstream.models._rng import below, new_state
 
 
 class Reservoir:

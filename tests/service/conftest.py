@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.settings import Settings
+from aucstream.service.app import create_app
+from aucstream.service.settings import Settings
 
 
 def wait_ready(client: TestClient, timeout: float = 60.0) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import models
+from aucstream import models
 from tests.helpers import stream
 
 DENSE = {"name": "m", "learner": "cbr_fifo", "features": {"kind": "dense", "dim": 5}}
@@ -344,7 +344,7 @@ def test_hot_routes_resolve_dependencies_on_the_event_loop():
 
     from fastapi.routing import APIRoute
 
-    from service.api import learn, score
+    from aucstream.service.api import learn, score
 
     def walk(dependant):
         for dep in dependant.dependencies:

@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from service.codec import CodecError, decode_batch, decode_state, encode_batch, encode_state
+from aucstream.service.codec import (
+    CodecError,
+    decode_batch,
+    decode_state,
+    encode_batch,
+    encode_state,
+)
 
 # Values as the encoder produces them: mostly 1.0 (categorical), some numbers, signed zeros.
 _values = st.one_of(st.just(1.0), st.just(-0.0), st.just(0.0),

@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-import models
-from service.codec import decode_batch
-from service.store import open_store
+from aucstream import models
+from aucstream.service.codec import decode_batch
+from aucstream.service.store import open_store
 from tests.redis_servers import free_port
 from tests.service.test_api import dense_events
 
@@ -43,7 +43,7 @@ class Server:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "aucstream.service.cli", "serve", "--port", str(self.port)],
                 env=self.env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

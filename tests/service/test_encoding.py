@@ -8,9 +8,9 @@ import mmh3
 import numpy as np
 import pytest
 
-from service import encoding
-from service.encoding import EncodingError, FeatureEncoder
-from service.hashing import murmur3_32, murmur3_32_many
+from aucstream.service import encoding
+from aucstream.service.encoding import EncodingError, FeatureEncoder
+from aucstream.service.hashing import murmur3_32, murmur3_32_many
 
 
 def test_murmur3_matches_the_reference_implementation():

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service import fastjson
-from service.encoding import FeatureEncoder
-from service.schemas import LearnRequest, ScoreRequest
+from aucstream.service import fastjson
+from aucstream.service.encoding import FeatureEncoder
+from aucstream.service.schemas import LearnRequest, ScoreRequest
 
 HASHED = {"kind": "hashed", "bits": 16}
 DENSE = {"kind": "dense", "dim": 3}

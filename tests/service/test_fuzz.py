@@ -11,8 +11,8 @@ import schemathesis
 import uvicorn
 from hypothesis import HealthCheck, settings
 
-from service.app import create_app
-from service.settings import Settings
+from aucstream.service.app import create_app
+from aucstream.service.settings import Settings
 from tests.redis_servers import free_port
 
 PORT = free_port()

@@ -30,7 +30,7 @@ def server(tmp_path_factory):
     env.pop("AUCSTREAM_REDIS_URL", None)
     log = tmp / "server.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port",
+        proc = subprocess.Popen([sys.executable, "-m", "aucstream.service.cli", "serve", "--port",
                                  str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from service import fastjson
+from aucstream.service import fastjson
 
 LIMIT = 5  # events or items per request
 BODY = 2048  # body bytes

@@ -10,8 +10,8 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.logs import AccessLog, _JsonFormatter
+from aucstream.service.app import create_app
+from aucstream.service.logs import AccessLog, _JsonFormatter
 
 
 class _Records(logging.Handler):
@@ -113,7 +113,7 @@ def test_fastapi_telemetry_is_off_unless_asked_for():
 
     from fastapi import FastAPI
 
-    from service.app import _telemetry_option
+    from aucstream.service.app import _telemetry_option
 
     assert _telemetry_option(True) == {}
     off = _telemetry_option(False)
@@ -128,7 +128,7 @@ def test_fastapi_telemetry_is_off_unless_asked_for():
 def test_request_ids_are_unique_and_a_forked_child_gets_its_own_prefix():
     import os
 
-    from service.logs import new_request_id
+    from aucstream.service.logs import new_request_id
 
     a, b = new_request_id(), new_request_id()
     assert a != b and len(a) == len(b) == 32 and a[:16] == b[:16]

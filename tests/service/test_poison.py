@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
-import models
-from service.hosting import ModelHost
-from service.metrics import Metrics
-from service.settings import Settings
-from service.store import SqliteStore
+from aucstream import models
+from aucstream.service.hosting import ModelHost
+from aucstream.service.metrics import Metrics
+from aucstream.service.settings import Settings
+from aucstream.service.store import SqliteStore
 from tests.service.test_api import DENSE, HASHED, dense_events, hashed_events, metrics_of
 from tests.service.test_recovery import _wait
 
@@ -184,7 +184,7 @@ def test_the_sync_loop_survives_a_model_deleted_mid_round(tmp_path):
     # another replica appends to "c"; "b" disappears while the round runs
     other = SqliteStore(tmp_path / "s.sqlite3")
     X = np.ones((3, 5))
-    from service.codec import encode_batch
+    from aucstream.service.codec import encode_batch
     other.append("c", encode_batch(np.array([1, -1, 1], np.int8), X=X), [None] * 3)
     store.victim = "b"
     host.sync_once()
@@ -210,8 +210,8 @@ class _SyncedStore(SqliteStore):
 def test_a_refusal_reaches_the_appending_request_when_the_sync_loop_applied_it(tmp_path):
     """The fault benchmark's race: the sync loop applied (and refused) an entry before
     the request that appended it could remember it; the request must still answer 422."""
-    from service.encoding import EncodedBatch
-    from service.hosting import EntryRefused
+    from aucstream.service.encoding import EncodedBatch
+    from aucstream.service.hosting import EntryRefused
 
     store = _SyncedStore(tmp_path / "s.sqlite3")
     host = ModelHost(store, Settings(data_dir=tmp_path), Metrics())

@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-import models
-from service.codec import decode_batch
-from service.store import open_store
+from aucstream import models
+from aucstream.service.codec import decode_batch
+from aucstream.service.store import open_store
 from tests.service.test_api import DENSE, HASHED, dense_events, hashed_events
 
 

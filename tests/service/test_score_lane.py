@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from service.api.score_lane import ScoreLane
+from aucstream.service.api.score_lane import ScoreLane
 
 from .test_api import DENSE, HASHED, dense_events, hashed_events, metrics_of
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.store import SqliteStore, Store
+from aucstream.service.store import SqliteStore, Store
 from tests.redis_servers import RedisCluster, fast_redis_store
 
 

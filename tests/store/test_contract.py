@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.store import (
+from aucstream.service.store import (
     AppendResult,
     LogEntry,
     ModelExists,

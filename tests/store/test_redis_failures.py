@@ -9,7 +9,7 @@ from collections.abc import Callable
 import msgpack
 import pytest
 
-from service.store import (
+from aucstream.service.store import (
     AppendOutcomeUnknown,
     AppendResult,
     RedisStore,

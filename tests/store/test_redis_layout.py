@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.store import RedisStore
+from aucstream.service.store import RedisStore
 from tests.redis_servers import RedisCluster, RedisServer, fast_redis_store
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from service.store import ModelNotFound, Store
+from aucstream.service.store import ModelNotFound, Store
 
 
 def test_release_ids_forgets_exactly_the_entrys_positions(make_store: Callable[[], Store]):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from service.store import LogEntry, SqliteStore, StoreUnavailable, open_store
-from service.store.sqlite_store import FILENAME
+from aucstream.service.store import LogEntry, SqliteStore, StoreUnavailable, open_store
+from aucstream.service.store.sqlite_store import FILENAME
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WRITER = textwrap.dedent(
     """
     import sys
-    from service.store import SqliteStore
+    from aucstream.service.store import SqliteStore
 
     path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = SqliteStore(path)
