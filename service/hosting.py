@@ -723,12 +723,12 @@ class ModelHost:
         broken) never stops the round for the others; the store's does."""
         names = set(self.store.list_models())
         with self._lock:
-            for name in list(self._models):
-                if name not in names:
+            # A model created after the listing is not in it: ask the store again before
+            # dropping anything (rare, and under the lock that creation takes).
+            for name in [n for n in (*self._models, *self._quarantine) if n not in names]:
+                if self._gone(name):
                     self._retire(name)
-            for name in list(self._quarantine):
-                if name not in names:
-                    del self._quarantine[name]
+                    self._quarantine.pop(name, None)
             self._count()
         now = time.monotonic()
         for name in sorted(names):
@@ -750,6 +750,14 @@ class ModelHost:
             except Exception:  # a checkpoint that cannot be made: the model still serves
                 log.exception("model %s: checkpoint or export failed", model.name)
         self._count()
+
+    def _gone(self, name: str) -> bool:
+        """Is the model deleted from the store (caller holds the host lock)?"""
+        try:
+            self.store.get_config(name)
+        except ModelNotFound:
+            return True
+        return False
 
     def _sync_model(self, name: str, now: float) -> None:
         model = self._models.get(name)

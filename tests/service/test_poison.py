@@ -237,6 +237,36 @@ def test_a_refusal_reaches_the_appending_request_when_the_sync_loop_applied_it(t
     store.close()
 
 
+class _ListingStore(SqliteStore):
+    """A real store where a model is created (by this replica's API) just after the sync
+    loop listed the models."""
+
+    on_list = None
+
+    def list_models(self):
+        names = super().list_models()
+        if self.on_list is not None:
+            hook, self.on_list = self.on_list, None
+            hook()
+        return names
+
+
+def test_a_model_created_while_the_sync_loop_lists_is_not_dropped(tmp_path):
+    store = _ListingStore(tmp_path / "s.sqlite3")
+    host = ModelHost(store, Settings(data_dir=tmp_path), Metrics())
+    host.recover()
+    config = {"name": "new", "learner": "cbr_fifo", "params": {},
+              "features": {"kind": "dense", "dim": 2}, "seed": 0, "standardize": False,
+              "rolling_window": 100, "created_at": 0.0, "uid": "new"}
+    store.on_list = lambda: host.create(config)
+    host.sync_once()
+    assert host.names() == ["new"]
+    store.delete_model("new")  # deleted by another replica: the next round drops it
+    host.sync_once()
+    assert host.names() == []
+    store.close()
+
+
 def test_the_number_of_models_is_capped(app_client):
     client = app_client(max_models=2)
     for name in ("a", "b"):
