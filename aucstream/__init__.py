@@ -10,6 +10,8 @@ True
 
 from __future__ import annotations
 
+import os
+import sys
 from importlib import metadata
 
 try:
@@ -18,3 +20,26 @@ except metadata.PackageNotFoundError:  # a checkout used without installing it
     __version__ = "0+unknown"
 
 __all__ = ["__version__"]
+
+
+def _numba_cache_dir() -> None:
+    """Keep numba's compiled kernels in a per-version user cache, unless NUMBA_CACHE_DIR
+    says where (the Docker image and the test suite do).
+
+    Numba's default, ``__pycache__`` beside the sources, checks a cached kernel against
+    its source file's time stamp only: kernels cached by another version with the same
+    file (one whose modules had other names, say) would be loaded and fail. Set before
+    aucstream.models imports numba's dispatchers; numba caches of other packages in the
+    same process go there too.
+    """
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "aucstream", "numba", __version__)
+    os.environ["NUMBA_CACHE_DIR"] = path
+    config = sys.modules.get("numba.core.config")
+    if config is not None:  # numba imported first: its config has read the environment
+        config.CACHE_DIR = path
+
+
+_numba_cache_dir()

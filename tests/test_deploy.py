@@ -573,3 +573,21 @@ def test_the_package_installs_under_one_namespace(tmp_path):
     bad = subprocess.run([sys.executable, "-c", "import models"], cwd=ROOT, env=env,
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "from aucstream import models" in bad.stderr
+
+
+def test_numba_caches_per_version_in_the_user_cache_unless_told(tmp_path):
+    """Without NUMBA_CACHE_DIR, kernels are cached under $XDG_CACHE_HOME/aucstream/numba/
+    <version>, not in __pycache__ (where another version's kernels for an unchanged file
+    would be loaded); with it, the given folder is used."""
+    probe = ("import aucstream.models, numba.core.config as c, os\n"
+             "print(c.CACHE_DIR); print(os.environ['NUMBA_CACHE_DIR'])")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert out == [str(tmp_path / "xdg" / "aucstream" / "numba" / version)] * 2
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(tmp_path / "mine")] * 2
