@@ -17,7 +17,8 @@ if __name__ != "aucstream.models":  # imported from a checkout as a top-level pa
     raise ImportError("This folder is the package aucstream.models: `from aucstream import "
                       "models` (after `pip install -e .`), not `import models`.")
 
-from . import cbr as _cbr  # noqa: F401  (importing a family registers its learners)
+from . import auto as _auto  # noqa: F401  (importing a family registers its learners)
+from . import cbr as _cbr  # noqa: F401
 from . import oam as _oam  # noqa: F401
 from . import opauc as _opauc  # noqa: F401
 from . import solam as _solam  # noqa: F401

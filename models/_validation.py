@@ -25,6 +25,7 @@ __all__ = [
     "Interval",
     "Options",
     "Param",
+    "Text",
     "check_labels",
     "check_matrix",
     "validate_params",
@@ -94,10 +95,26 @@ class Options:
 
 
 @dataclass(frozen=True)
+class Text:
+    """A string (its content is checked by the learner, which words its own errors)."""
+
+    what: str  # e.g. "a JSON list of candidates"
+    max_length: int = 65_536
+
+    def describe(self) -> str:
+        return f"{self.what} (a string of at most {self.max_length} characters)"
+
+    def accepts(self, value: Any) -> Any:
+        if not isinstance(value, str) or len(value) > self.max_length:
+            raise ValueError
+        return value
+
+
+@dataclass(frozen=True)
 class Param:
     """A learner parameter: its rule, its default and a one-line meaning."""
 
-    rule: Interval | Options
+    rule: Interval | Options | Text
     default: Any
     doc: str = ""
 

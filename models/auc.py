@@ -14,7 +14,7 @@ import numpy as np
 from . import _auc_kernels as K
 from ._memory import array_bytes
 
-__all__ = ["RollingAUC", "auc"]
+__all__ = ["RollingAUC", "auc", "u_statistic"]
 
 
 def _labels01(y: Any, n: int) -> np.ndarray:
@@ -55,16 +55,26 @@ def auc(y_true: Any, scores: Any) -> float:
     n_neg = s.shape[0] - n_pos
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    order = np.argsort(s, kind="mergesort")
-    sorted_s = s[order]
+    return float(u_statistic(s, pos) / (n_pos * n_neg))
+
+
+def u_statistic(scores: np.ndarray, pos: np.ndarray) -> float:
+    """Mann–Whitney U of float ``scores`` against boolean labels ``pos``: the number of
+    (positive, negative) pairs ranked in the right order, ties counted ½.
+
+    >>> u_statistic(np.array([0.9, 0.1, 0.5, 0.5]), np.array([True, False, True, False]))
+    3.5
+    """
+    order = np.argsort(scores, kind="mergesort")
+    sorted_s = scores[order]
     # Mid-ranks: every member of a group of tied scores gets the group's mean rank.
     starts = np.flatnonzero(np.r_[True, sorted_s[1:] != sorted_s[:-1]])
-    ends = np.r_[starts[1:], s.shape[0]]
+    ends = np.r_[starts[1:], scores.shape[0]]
     mid = (starts + ends + 1) / 2.0
-    ranks = np.empty(s.shape[0])
+    ranks = np.empty(scores.shape[0])
     ranks[order] = np.repeat(mid, ends - starts)
-    u = ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0
-    return float(u / (n_pos * n_neg))
+    n_pos = int(pos.sum())
+    return float(ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0)
 
 
 class RollingAUC:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from aucstream import models
-from aucstream.models._validation import Interval, Options
+from aucstream.models._validation import Interval, Options, Text
 from tests.cases import all_cases
 from tests.helpers import assert_states_equal, csr_slice, sparse_stream, stream
 
@@ -157,6 +157,8 @@ def _out_of_range(rule):
     """Values a rule must refuse, among them the nearest ones outside each bound."""
     if isinstance(rule, Options):
         return ["no-such-option", 3.5]
+    if isinstance(rule, Text):
+        return [3.5, True, None, "x" * (rule.max_length + 1)]
     vals = ["text", True, float("nan"), float("inf"), -float("inf")]
     if rule.low is not None:
         vals.append(rule.low - 1)
@@ -189,7 +191,7 @@ def test_invalid_parameters_get_the_standard_message(name):
     for meta, bad in (("n_features", 0), ("n_features", 2.0), ("seed", -1)):
         with pytest.raises(ValueError, match=f"The '{meta}' parameter of {name}"):
             models.create(name, **{"n_features": 4, "seed": 0, meta: bad})
-    assert all(isinstance(s.rule, Interval | Options) for s in table.values())
+    assert all(isinstance(s.rule, Interval | Options | Text) for s in table.values())
 
 
 @pytest.mark.parametrize("name", NAMES)
