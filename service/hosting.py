@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from aucstream import models
+from aucstream.models.auto import Auto
 from aucstream.models.preprocessing import StandardScaler
 
 from .codec import decode_batch, decode_state, encode_batch, encode_state
@@ -144,12 +145,27 @@ class Snapshot:
     version: int
     scorer: models.Learner
     scaler: StandardScaler | None
+    dense_input: bool = False  # hashed rows densified for a dense-only learner
 
     def score(self, batch: EncodedBatch) -> np.ndarray:
         X = batch.learner_input()
+        if self.dense_input:
+            X = densify(X, self.scorer.n_features)
         if self.scaler is not None:
             X = self.scaler.transform(X)
         return self.scorer.score(X)
+
+
+def densify(X: Any, n_features: int) -> Any:
+    """Hashed rows (a CSR triple, colliding features not yet summed) as a dense array, for
+    a learner that takes dense rows only; dense input as it is."""
+    if isinstance(X, np.ndarray):
+        return X
+    indptr, indices, values = X
+    n = indptr.shape[0] - 1
+    out = np.zeros((n, n_features))
+    np.add.at(out, (np.repeat(np.arange(n), np.diff(indptr)), indices), values)
+    return out
 
 
 def _sparse_learners() -> list[str]:
@@ -203,6 +219,8 @@ class HostedModel:
         self.encoder = FeatureEncoder(config["features"], max_value=max_feature_value)
         self.learner = models.create(config["learner"], n_features=self.encoder.n_features,
                                      seed=config["seed"], **config["params"])
+        # a dense-only learner on hashed features (few bits) gets its rows densified
+        self._dense_input = self.encoder.kind == "hashed" and not self.learner.accepts_sparse
         n = self.encoder.n_features
         self.scaler = StandardScaler(n) if config["standardize"] else None
         self.rolling = models.RollingAUC(config["rolling_window"])
@@ -217,13 +235,14 @@ class HostedModel:
         # recent refusals by entry start, for the request that appended the entry (which
         # may have been applied by another thread before the request could remember it)
         self._refusals: dict[int, EntryRefused] = {}
+        self._promotions_exported: int | None = None  # 'auto' models: see export
         self._snapshot = self._make_snapshot()
 
     # ------------------------------------------------------------------ scoring
     def _make_snapshot(self) -> Snapshot:
         scaler = self.scaler.copy() if self.scaler is not None else None
         self._published_at = time.monotonic()
-        return Snapshot(self.version, self.learner.snapshot(), scaler)
+        return Snapshot(self.version, self.learner.snapshot(), scaler, self._dense_input)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -340,6 +359,8 @@ class HostedModel:
 
     def _learn(self, X: Any, y: np.ndarray) -> np.ndarray:
         """Scaler, then learner, test-then-train; all or nothing (NonFiniteError)."""
+        if self._dense_input:
+            X = densify(X, self.learner.n_features)
         if self.scaler is None:
             return self.learner.score_then_learn(X, y)
         before = self.scaler.copy()
@@ -442,6 +463,19 @@ class HostedModel:
         if self.checkpoint_time is not None:
             metrics.checkpoint_age.labels(self.name).set(time.time() - self.checkpoint_time)
             metrics.checkpoint_version.labels(self.name).set(self.checkpoint_version)
+        lrn = self.learner
+        if isinstance(lrn, Auto):
+            # promotions this process applied (not those recovered from a checkpoint)
+            done = lrn.promotions
+            seen = self._promotions_exported if self._promotions_exported is not None \
+                else done
+            counter = metrics.promotions.labels(self.name)
+            if done > seen:
+                counter.inc(done - seen)
+            self._promotions_exported = done
+            metrics.serving_candidate.labels(self.name).set(lrn.served)
+            for i, (cand, q) in enumerate(zip(lrn.candidates, lrn.quality, strict=True)):
+                metrics.set_candidate_quality(self.name, f"{i}:{cand['learner']}", float(q))
 
     def info(self) -> dict[str, Any]:
         neg, pos = self.learner.n_seen
@@ -468,7 +502,17 @@ class HostedModel:
                 "age_seconds": max(0.0, time.time() - self.checkpoint_time),
             },
             "memory_bytes": self.memory_bytes(),
+            **self._candidates_info(),
         }
+
+    def _candidates_info(self) -> dict[str, Any]:
+        """An 'auto' model's candidates (read under no lock: a consistent enough view for
+        a report; the values are a few numbers each)."""
+        lrn = self.learner
+        if not isinstance(lrn, Auto):
+            return {}
+        return {"serving_candidate": lrn.served, "promotions": lrn.promotions,
+                "candidates": lrn.candidates}
 
     def memory_bytes(self) -> int:
         """Bytes this model holds in memory: learner, published snapshot, scaler, rolling

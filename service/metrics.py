@@ -65,6 +65,17 @@ class Metrics:
         self.refused = Counter(
             "aucstream_refused_events", "Events of log entries the model refused to learn "
             "because they would make its state non-finite", ["model"], registry=r)
+        self.promotions = Counter(
+            "aucstream_promotions", "Times an 'auto' model's serving candidate changed (as "
+            "this process applied the log)", ["model"], registry=r)
+        self.serving_candidate = Gauge(
+            "aucstream_serving_candidate", "Index of the candidate an 'auto' model scores "
+            "with", ["model"], registry=r)
+        self.candidate_quality = Gauge(
+            "aucstream_candidate_quality", "AUC of each candidate's test-then-train scores "
+            "within the recent windows ('auto' models; NaN before the first window with "
+            "both classes)", ["model", "candidate"], registry=r)
+        self._candidates: dict[str, set[str]] = {}  # candidate labels set, per model
         self.models = Gauge("aucstream_models", "Models hosted", registry=r)
         self.quarantined = Gauge(
             "aucstream_quarantined_models", "Models that could not be recovered or applied "
@@ -72,13 +83,21 @@ class Metrics:
         self.store_up = Gauge(
             "aucstream_store_up", "1 if the last store operation succeeded", registry=r)
 
+    def set_candidate_quality(self, model: str, candidate: str, value: float) -> None:
+        self._candidates.setdefault(model, set()).add(candidate)
+        self.candidate_quality.labels(model, candidate).set(value)
+
     def forget(self, model: str) -> None:
         """Drop every series of a deleted model."""
         for metric in (self.rolling_auc, self.learn_latency, self.score_latency, self.version,
                        self.checkpoint_age, self.checkpoint_version, self.log_entries,
-                       self.duplicates, self.refused):
+                       self.duplicates, self.refused, self.promotions,
+                       self.serving_candidate):
             with contextlib.suppress(KeyError):
                 metric.remove(model)
+        for candidate in self._candidates.pop(model, ()):
+            with contextlib.suppress(KeyError):
+                self.candidate_quality.remove(model, candidate)
         for label in ("negative", "positive"):
             for metric in (self.events_learned, self.buffer_fill):
                 with contextlib.suppress(KeyError):

@@ -79,6 +79,14 @@ class HashedFeatures(BaseModel):
 FeatureSpec = Annotated[DenseFeatures | HashedFeatures, Field(discriminator="kind")]
 
 
+class CandidateSpec(BaseModel):
+    """One candidate of an ``auto`` model."""
+
+    model_config = ConfigDict(extra="forbid")
+    learner: str = Field(description="one of GET /learners (not 'auto')")
+    params: dict[str, Any] = Field(default_factory=dict, description="its parameters")
+
+
 class CreateModelRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -94,8 +102,14 @@ class CreateModelRequest(BaseModel):
         },
     )
     name: str = Field(pattern=MODEL_NAME, description="letters, digits, '_', '.', '-'")
-    learner: str = Field(description="one of GET /learners")
+    learner: str | None = Field(
+        None, description="one of GET /learners; 'auto' (or omitted, with candidates) "
+        "serves the best of several candidates")
     params: dict[str, Any] = Field(default_factory=dict, description="learner parameters")
+    candidates: list[CandidateSpec] | None = Field(
+        None, min_length=1, max_length=16,
+        description="the candidates of an 'auto' model (default: a built-in set chosen by "
+        "the feature kind and dimension)")
     features: FeatureSpec
     seed: int = Field(0, ge=0, le=2**63 - 1)
     standardize: bool = Field(
@@ -165,6 +179,15 @@ class Quarantine(BaseModel):
     since: float = Field(description="unix seconds")
 
 
+class CandidateInfo(BaseModel):
+    learner: str
+    params: dict[str, Any]
+    quality: float | None = Field(
+        description="AUC of its test-then-train scores within the recent windows (null "
+        "before the first window with both classes)")
+    serving: bool
+
+
 class ModelInfo(BaseModel):
     name: str
     status: Literal["serving", "quarantined"] = Field(
@@ -186,6 +209,12 @@ class ModelInfo(BaseModel):
     memory_bytes: int | None = Field(
         None, description="bytes this process holds for the model: learned state, scoring "
         "snapshot, scaler, rolling AUC and feature cache (null while quarantined)")
+    serving_candidate: int | None = Field(
+        None, description="'auto' models: the index of the candidate that scores")
+    promotions: int | None = Field(
+        None, description="'auto' models: how many times the serving candidate changed")
+    candidates: list[CandidateInfo] | None = Field(
+        None, description="'auto' models: each candidate and its recent quality")
 
 
 class ModelList(BaseModel):

@@ -41,7 +41,7 @@ def warm_up(names: list[str] | None = None) -> float:
             lrn.learn(X, y)
             lrn.score(X)
             lrn.snapshot().score(X)
-            if cls.accepts_sparse:
+            if lrn.accepts_sparse:  # 'auto' decides by its candidates
                 lrn.score_then_learn(dense_to_csr(X), y)
                 lrn.score(dense_to_csr(X))
                 unsorted = (np.array([0, 2]), np.array([3, 1]), np.array([1.0, 2.0]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response, status
@@ -9,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from aucstream import models as learners
 
-from ..hosting import ModelHost, ModelQuarantined, build_config
+from ..hosting import ModelConfigError, ModelHost, ModelQuarantined, build_config
 from ..schemas import MODEL_NAME, CreateModelRequest, ErrorBody, ModelInfo, ModelList
 from .deps import HostDep, ReadAuth, SettingsDep, WriteAuth
 
@@ -31,8 +32,21 @@ async def create_model(req: CreateModelRequest, host: HostDep, settings: Setting
     Unknown learner, bad parameters or a bad feature spec → 422 naming the field;
     an existing name, or as many models as AUCSTREAM_MAX_MODELS → 409.
     """
+    learner, params = req.learner, dict(req.params)
+    if req.candidates is not None:
+        if learner not in (None, "auto"):
+            raise ModelConfigError(("candidates",), "candidates are for the learner 'auto' "
+                                   f"(or no learner), not {learner!r}")
+        if "candidates" in params:
+            raise ModelConfigError(("params", "candidates"), "give the candidates once, as "
+                                   "the top-level 'candidates' list")
+        learner = "auto"
+        params["candidates"] = json.dumps([c.model_dump() for c in req.candidates])
+    elif learner is None:
+        raise ModelConfigError(("learner",), "give a learner (GET /learners lists them), or "
+                               "candidates for an 'auto' model")
     config = build_config(
-        req.name, req.learner, req.params, req.features.model_dump(), req.seed,
+        req.name, learner, params, req.features.model_dump(), req.seed,
         req.standardize, req.rolling_window or settings.rolling_auc_window,
     )
     model = await run_in_threadpool(host.create, config)
