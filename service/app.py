@@ -11,10 +11,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .api import router
 from .api.deps import BodyValidationError, PayloadTooLarge
@@ -153,12 +154,25 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         count("internal")
         return _error(500, "internal", str(exc))
 
-    @app.exception_handler(HTTPException)
-    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        code = {401: "unauthorized", 403: "forbidden", 404: "not_found",
+    # Starlette's HTTPException (FastAPI's is a subclass): routing's 404 and 405 too.
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         count(code)
-        return _error(exc.status_code, code, str(exc.detail), headers=exc.headers)
+        message = str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = "No such endpoint; the API is listed at /docs."
+        return _error(exc.status_code, code, message, headers=exc.headers)
+
+    # Anything unforeseen: the documented body, never a bare text page.
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        count("internal")
+        log.error("unhandled error on %s %s", request.method, request.url.path,
+                  exc_info=exc)
+        return _error(500, "internal", "Internal error; nothing was learned by this "
+                      "request unless it said so. The service log has the details.")
 
 
 def _warm_up_quietly() -> None:

@@ -10,6 +10,10 @@ import sys
 __all__ = ["main"]
 
 
+class SettingsError(Exception):
+    """A setting from the environment that the service cannot start with."""
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -24,10 +28,17 @@ def _serve(args: argparse.Namespace) -> int:
     if args.log_json:
         os.environ["AUCSTREAM_LOG_JSON"] = "true"
 
+    from pydantic import ValidationError
+
     from .http_limits import LimitedHttpToolsProtocol
     from .settings import Settings
 
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "AUCSTREAM_" + str(first["loc"][0]).upper() if first["loc"] else "a setting"
+        raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r})") from None
     uvicorn.run(
         "aucstream.service.app:create_app",
         factory=True,
@@ -54,20 +65,45 @@ def _learners(_: argparse.Namespace) -> int:
     return 0
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535; got {port}")
+    return port
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 worker; got {n}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
+    from aucstream import __version__
+
     parser = argparse.ArgumentParser(prog="aucstream", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"aucstream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP service",
                            description="Run the HTTP service. Flags override AUCSTREAM_* "
                            "environment variables.")
     serve.add_argument("--host", help="bind address (AUCSTREAM_HOST, default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (AUCSTREAM_PORT, default 8000)")
-    serve.add_argument("--workers", type=int,
+    serve.add_argument("--port", type=_port, help="port (AUCSTREAM_PORT, default 8000)")
+    serve.add_argument("--workers", type=_workers,
                        help="worker processes, each a replica of every model (default 1)")
     serve.add_argument("--redis-url", help="Redis URL (AUCSTREAM_REDIS_URL); unset = SQLite")
     serve.add_argument("--data-dir", help="SQLite store directory (AUCSTREAM_DATA_DIR, ./data)")
-    serve.add_argument("--log-level", help="debug, info, warning, error")
+    serve.add_argument("--log-level", type=str.lower,
+                       choices=("debug", "info", "warning", "error", "critical"),
+                       help="debug, info, warning, error, critical")
     serve.add_argument("--log-json", action="store_true", help="JSON log lines")
     serve.set_defaults(func=_serve)
 
@@ -75,7 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     lrn.set_defaults(func=_learners)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `aucstream learners | head`: the reader left
+        # Point stdout at devnull so that the interpreter's final flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except SettingsError as exc:
+        print(f"aucstream: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

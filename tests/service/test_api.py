@@ -441,3 +441,31 @@ def test_each_model_reports_its_memory(client):
     assert client.get("/models/small").json()["memory_bytes"] < big / 10
     listed = {m["name"]: m["memory_bytes"] for m in client.get("/models").json()["models"]}
     assert listed["big"] == big
+
+
+def test_every_status_has_the_documented_error_body(client):
+    r = client.get("/no-such-endpoint")
+    assert r.status_code == 404 and r.json()["error"] == "not_found"
+    assert set(r.json()) == {"error", "message", "details"}
+    r = client.put("/learn")
+    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+    assert r.headers["allow"] == "POST"
+
+
+def test_an_unforeseen_error_is_a_500_with_the_error_body(client):
+    from starlette.testclient import TestClient
+
+    quiet = TestClient(client.app, raise_server_exceptions=False)
+    store = client.app.state.host.store
+
+    def broken(*_a, **_k):
+        raise RuntimeError("disk on fire")
+
+    real = store.list_models
+    store.list_models = broken  # a fault in a component: the handler must word it
+    try:
+        r = quiet.post("/models", json=DENSE)
+    finally:
+        store.list_models = real
+    assert r.status_code == 500
+    assert r.json()["error"] == "internal" and "disk on fire" not in r.text
