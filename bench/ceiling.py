@@ -97,11 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="ionosphere")
     ap.add_argument("--learner", default=",".join(DEFAULT_LEARNERS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--write", action="store_true",
+                    help="save the result under bench/results/ceiling (tracked)")
     args = ap.parse_args(argv)
     res = ceiling(args.table, args.dataset, tuple(args.learner.split(",")), args.seed)
-    path = bench_eval.RESULTS_DIR / "ceiling" / f"{args.table}-{args.dataset}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1, sort_keys=True, default=bench_eval._json_default))
+    if args.write:
+        path = bench_eval.RESULTS_DIR / "ceiling" / f"{args.table}-{args.dataset}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(res, indent=1, sort_keys=True,
+                                   default=bench_eval._json_default))
     print(markdown(res))
     return 0
 

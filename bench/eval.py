@@ -6,7 +6,10 @@ Usage::
     python -m bench.eval offline --table d43          # dissertation Table 4.3, full protocol
     python -m bench.eval offline --table d43 --dataset glass --learner cbr_fifo
     python -m bench.eval prequential --dataset a9a    # test-then-train over a stream
-    python -m bench.eval report                       # RESULTS.md section + plots from saved runs
+    python -m bench.eval report --write               # RESULTS.md section + plots from saved runs
+
+Without ``--write`` nothing tracked changes: outputs go to a copy of the saved results
+under ``~/.cache/aucstream/bench/`` (printed at the start).
 
 Tables (``--table``), each with the protocol of the paper it reproduces:
 
@@ -70,6 +73,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections import Counter
@@ -1002,6 +1006,22 @@ def _csv(s: str | None) -> list[str] | None:
     return [x for x in s.split(",") if x] if s else None
 
 
+def _use_scratch() -> Path:
+    """Point every output at a fresh copy of the tracked results, so that a run without
+    --write leaves the checkout as it was (and still merges with the saved runs)."""
+    global RESULTS_DIR, PLOTS_DIR, RESULTS_MD
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    scratch = base / "aucstream" / "bench" / time.strftime("eval-%Y%m%d-%H%M%S")
+    shutil.copytree(RESULTS_DIR, scratch / "results", dirs_exist_ok=True)
+    if PLOTS_DIR.exists():
+        shutil.copytree(PLOTS_DIR, scratch / "plots", dirs_exist_ok=True)
+    RESULTS_DIR, PLOTS_DIR = scratch / "results", scratch / "plots"
+    RESULTS_MD = scratch / "RESULTS.md"
+    if (HERE / "RESULTS.md").exists():
+        shutil.copy(HERE / "RESULTS.md", RESULTS_MD)
+    return scratch
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.eval",
                                      description=__doc__.split("\n")[0])
@@ -1031,8 +1051,15 @@ def main(argv: list[str] | None = None) -> int:
     common(p_all)
     p_rep = sub.add_parser("report", help="write RESULTS.md's section and the plots")
     p_rep.add_argument("--quick", action="store_true", help="report the quick results")
+    for p in (p_off, p_pre, p_all, p_rep):
+        p.add_argument("--write", action="store_true",
+                       help="write into bench/results, bench/plots and RESULTS.md (tracked); "
+                       "without it, into a scratch copy under ~/.cache/aucstream/bench")
     args = parser.parse_args(argv)
     command = _command(argv)
+    if not args.write:
+        print(f"results go to {_use_scratch()} (--write: into the tracked files)",
+              file=sys.stderr)
 
     if args.cmd == "offline":
         run_offline(args.table, quick=args.quick, datasets_=_csv(args.dataset),

@@ -305,3 +305,29 @@ def test_ceiling_bounds_the_protocol_from_above():
         bench_eval._load_json(bench_eval.results_path("d43", False))["entries"]["glass|oam_seq"])
     assert r["cv"] == pytest.approx(stored["auc"], abs=1e-12)
     assert "| oam_seq |" in ceiling.markdown(res)
+
+
+def test_a_report_without_write_leaves_the_tracked_files_alone(tmp_path):
+    """`bench.eval report` (no --write) works on a scratch copy of the saved results."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    tracked = [root / "bench" / "RESULTS.md", *sorted((root / "bench" / "results").rglob("*"))]
+
+    def digest() -> dict[str, str]:
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in tracked
+                if p.is_file()}
+
+    before = digest()
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "bench.eval", "report", "--quick"], cwd=root,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert digest() == before
+    (scratch,) = (tmp_path / "aucstream" / "bench").iterdir()
+    assert (scratch / "results" / "eval-quick" / "REPORT.md").is_file()
+    assert str(scratch) in r.stderr
