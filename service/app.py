@@ -17,6 +17,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from aucstream import __version__
+
 from .api import router
 from .api.deps import BodyValidationError, PayloadTooLarge
 from .api.score_lane import ScoreLane
@@ -324,9 +326,12 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             if own_store:
                 opened.close()
 
+    docs = {} if settings.docs else {"docs_url": None, "redoc_url": None,
+                                        "openapi_url": None}
     app = FastAPI(
         title="aucstream",
-        version="0.1.0",
+        version=__version__,
+        **docs,
         summary="Online AUC maximisation: learn from labelled events, rank candidates.",
         lifespan=lifespan,
         **_telemetry_option(settings.otel),

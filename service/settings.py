@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     # list, inspect and score. Unset = no auth.
     api_keys: str | None = None
     read_keys: str | None = None
+    docs: bool = Field(True, description="serve /docs, /redoc and /openapi.json (they "
+                       "describe the API, hold no data, and need no key)")
 
     # Observability.
     rolling_auc_window: int = Field(1000, ge=1, description="default window of rolling AUC")

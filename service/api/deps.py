@@ -5,7 +5,8 @@ from __future__ import annotations
 import hmac
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 
 from ..hosting import ModelHost
@@ -80,11 +81,19 @@ def _authorize(request: Request, settings: Settings, write: bool) -> None:
     raise HTTPException(401, "Invalid API key.", headers={"WWW-Authenticate": "Bearer"})
 
 
-async def require_read(request: Request, settings: SettingsDep) -> None:
+# Declared so that the OpenAPI document has a bearer scheme (Swagger's "Authorize"
+# button); the check itself is _authorize's.
+_bearer_scheme = HTTPBearer(auto_error=False, scheme_name="bearer",
+                            description="a key of AUCSTREAM_API_KEYS (or, to read and "
+                            "score, AUCSTREAM_READ_KEYS); needed only when keys are set")
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Security(_bearer_scheme)]
+
+
+async def require_read(request: Request, settings: SettingsDep, _: Bearer) -> None:
     _authorize(request, settings, write=False)
 
 
-async def require_write(request: Request, settings: SettingsDep) -> None:
+async def require_write(request: Request, settings: SettingsDep, _: Bearer) -> None:
     _authorize(request, settings, write=True)
 
 

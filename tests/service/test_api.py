@@ -356,7 +356,12 @@ def test_hot_routes_resolve_dependencies_on_the_event_loop():
     for route in routes:
         deps = list(walk(route.dependant))
         assert deps, route.path
-        sync = [d.call.__name__ for d in deps if not inspect.iscoroutinefunction(d.call)]
+        def on_loop(call) -> bool:  # as FastAPI decides: a function, or a callable object
+            if inspect.isroutine(call):
+                return inspect.iscoroutinefunction(call)
+            return inspect.iscoroutinefunction(type(call).__call__)
+
+        sync = [getattr(d.call, "__name__", repr(d.call)) for d in deps if not on_loop(d.call)]
         assert not sync, f"{route.path} has sync dependencies {sync}"
 
 
@@ -469,3 +474,21 @@ def test_an_unforeseen_error_is_a_500_with_the_error_body(client):
         store.list_models = real
     assert r.status_code == 500
     assert r.json()["error"] == "internal" and "disk on fire" not in r.text
+
+
+def test_the_openapi_document_declares_the_bearer_scheme_and_the_version(client):
+    from aucstream import __version__
+
+    doc = client.get("/openapi.json").json()
+    assert doc["info"]["version"] == __version__
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "description": doc["components"][
+            "securitySchemes"]["bearer"]["description"]}
+    assert {"bearer": []} in doc["paths"]["/learn"]["post"]["security"]
+
+
+def test_docs_can_be_turned_off(app_client):
+    client = app_client(docs=False)
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert client.get(path).status_code == 404, path
+    assert client.get("/healthz").status_code == 200
