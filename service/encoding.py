@@ -4,12 +4,14 @@ Two feature specs:
 
 - ``dense``: every item carries ``x``, a list of exactly ``dim`` finite floats.
 - ``hashed``: every item carries ``features``, named values hashed into 2^bits
-  dimensions the way Vowpal Wabbit does: a string value becomes the feature
+  dimensions (as Vowpal Wabbit's ``--hash all`` does in its default namespace; see the
+  README for where it differs): a string value becomes the feature
   ``name=value`` with value 1.0, a number becomes the feature ``name`` with that value,
   ``true`` is 1.0, ``false`` and ``null`` are absent. A nested object is a namespace:
   ``{"user": {"country": "fr"}}`` hashes ``country=fr`` with the namespace's hash as
   seed. Indices are MurmurHash3 values masked to ``bits`` bits, identical on every run
-  and machine; colliding features add up.
+  and machine; colliding features add up. ``interactions`` add crossed features (see
+  :meth:`FeatureEncoder._with_crosses`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 
 from .hashing import murmur3_32, murmur3_32_many
 
-__all__ = ["EncodedBatch", "EncodingError", "FeatureEncoder"]
+__all__ = ["EncodedBatch", "EncodingError", "FeatureEncoder", "check_interactions"]
 
 # Bounded cache of feature → index; indices are a pure function of the key, so clearing
 # it never changes a result.
@@ -68,6 +70,8 @@ class FeatureEncoder:
             self._mask = self.n_features - 1
             self._cache: dict[tuple[str, str, str | None], int] = {}
             self._ns_seed: dict[str, int] = {"": 0}
+            self.interactions = check_interactions(spec.get("interactions"))
+            self._full: dict[tuple[str, str, str | None], int] = {}  # 32-bit hashes
 
     @property
     def cache_bytes(self) -> int:
@@ -167,7 +171,75 @@ class FeatureEncoder:
         out = np.asarray(indices, dtype=np.int64)
         if missing:
             self._hash_missing(missing, out)
+        if self.interactions:
+            return self._with_crosses(items, field, indptr, out, values)
         return EncodedBatch(n=len(items), indptr=indptr, indices=out, values=values)
+
+    # ------------------------------------------------------------------ interactions
+    # Crossed features, as Vowpal Wabbit's -q: for each interaction, every combination of
+    # one feature from each named group (a top-level feature, or all the features of a
+    # namespace) becomes a feature whose hash combines theirs as VW's quadratic features
+    # do (h ← h·16777619 ^ h', FNV's prime, on the 32-bit hashes) and whose value is the
+    # product of theirs. Added after the bound check: the bound is on what clients send.
+    def _with_crosses(self, items: Sequence[Any], field: str, indptr: np.ndarray,
+                      indices: np.ndarray, values: np.ndarray) -> EncodedBatch:
+        new_ptr = np.zeros_like(indptr)
+        idx_parts: list[np.ndarray] = []
+        val_parts: list[np.ndarray] = []
+        for i, item in enumerate(items):
+            a, b = indptr[i], indptr[i + 1]
+            cross_idx, cross_val = self._crosses(_get(item, "features"), field, i)
+            idx_parts += [indices[a:b], np.asarray(cross_idx, np.int64)]
+            val_parts += [values[a:b], np.asarray(cross_val, np.float64)]
+            new_ptr[i + 1] = new_ptr[i] + (b - a) + len(cross_idx)
+        return EncodedBatch(n=len(items), indptr=new_ptr,
+                            indices=np.concatenate(idx_parts) if idx_parts else indices,
+                            values=np.concatenate(val_parts) if val_parts else values)
+
+    def _crosses(self, feats: dict, field: str, i: int) -> tuple[list[int], list[float]]:
+        out_idx: list[int] = []
+        out_val: list[float] = []
+        mask = self._mask
+        for names in self.interactions:
+            combos = [(0, 1.0)]
+            for k, name in enumerate(names):
+                group = self._group(feats, name, field, i)
+                if k == 0:
+                    combos = group
+                else:
+                    combos = [(((h * _FNV_PRIME) ^ g) & 0xFFFFFFFF, v * w)
+                              for h, v in combos for g, w in group]
+                if not combos:
+                    break
+            for h, v in combos:
+                out_idx.append(h & mask)
+                out_val.append(v)
+        return out_idx, out_val
+
+    def _group(self, feats: dict, name: str, field: str, i: int) -> list[tuple[int, float]]:
+        """(32-bit hash, value) of the features under a top-level name or namespace."""
+        value = feats.get(name)
+        if type(value) is dict:
+            pairs = [((name, sub, v), 1.0) if type(v) is str
+                     else _key(name, sub, v, (field, i, "features", name, sub))
+                     for sub, v in value.items()]
+        elif value is None:
+            return []
+        else:
+            pairs = [(("", name, value), 1.0) if type(value) is str
+                     else _key("", name, value, (field, i, "features", name))]
+        return [(self._full_hash(key), val) for key, val in pairs if key is not None]
+
+    def _full_hash(self, key: tuple[str, str, str | None]) -> int:
+        h = self._full.get(key)
+        if h is None:
+            ns, name, value = key
+            text = name if value is None else f"{name}={value}"
+            h = murmur3_32(text.encode(), self._seed(ns))
+            if len(self._full) >= _CACHE_LIMIT:
+                self._full.clear()
+            self._full[key] = h
+        return h
 
     def _large(self, feats: dict) -> tuple[str, ...]:
         """Where in an item's features the first out-of-bound value is (rare path)."""
@@ -219,6 +291,29 @@ def _key(ns: str, name: str, value: Any, loc: tuple) -> tuple[Any, float]:
         except OverflowError:
             raise EncodingError(loc, "values must be finite numbers") from None
     raise EncodingError(loc, "values must be strings, numbers, booleans or null")
+
+
+_FNV_PRIME = 16777619
+MAX_INTERACTIONS = 32
+
+
+def check_interactions(spec: Any) -> tuple[tuple[str, ...], ...]:
+    """The interactions of a hashed feature spec: a list of 2 or 3 distinct names each
+    (top-level features or namespaces), at most 32; raises ValueError."""
+    if spec is None:
+        return ()
+    if not isinstance(spec, list | tuple) or len(spec) > MAX_INTERACTIONS:
+        raise ValueError(f"interactions must be a list of at most {MAX_INTERACTIONS} "
+                         "lists of names")
+    out = []
+    for names in spec:
+        if not isinstance(names, list | tuple) or not 2 <= len(names) <= 3 \
+                or not all(isinstance(n, str) and n for n in names) \
+                or len(set(names)) != len(names):
+            raise ValueError(f"each interaction is a list of 2 or 3 distinct feature or "
+                             f"namespace names; got {names!r}")
+        out.append(tuple(names))
+    return tuple(out)
 
 
 def _magnitude(value: Any) -> float:

@@ -648,6 +648,8 @@ def _ids(buf: np.ndarray, spans: np.ndarray) -> list[str | None]:
 
 def _run(body: bytes, learn: bool, spec: dict, max_items: int,
          max_value: float) -> FastRequest | None:
+    if spec.get("interactions"):  # crossed features: the regular path makes them
+        return None
     # Strings are hashed as raw bytes: invalid UTF-8 must not get that far (the regular
     # path refuses it). An ASCII body, the usual one, needs no decoding to know.
     if not body.isascii():

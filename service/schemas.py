@@ -12,7 +12,10 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     WithJsonSchema,
+    field_validator,
 )
+
+from .encoding import check_interactions
 
 __all__ = [
     "CreateModelRequest",
@@ -74,6 +77,16 @@ class HashedFeatures(BaseModel):
     model_config = _Strict
     kind: Literal["hashed"]
     bits: int = Field(ge=1, le=22)
+    interactions: list[list[str]] | None = Field(
+        None, max_length=32, description="crossed features, as Vowpal Wabbit's -q: each "
+        "a list of 2 or 3 top-level feature or namespace names, e.g. [[\"device\", "
+        "\"banner_pos\"], [\"user\", \"site\"]]")
+
+    @field_validator("interactions")
+    @classmethod
+    def _interactions(cls, v: list[list[str]] | None) -> list[list[str]] | None:
+        check_interactions(v)
+        return v
 
 
 FeatureSpec = Annotated[DenseFeatures | HashedFeatures, Field(discriminator="kind")]

@@ -46,7 +46,7 @@ async def create_model(req: CreateModelRequest, host: HostDep, settings: Setting
         raise ModelConfigError(("learner",), "give a learner (GET /learners lists them), or "
                                "candidates for an 'auto' model")
     config = build_config(
-        req.name, learner, params, req.features.model_dump(), req.seed,
+        req.name, learner, params, req.features.model_dump(exclude_none=True), req.seed,
         req.standardize, req.rolling_window or settings.rolling_auc_window,
     )
     model = await run_in_threadpool(host.create, config)

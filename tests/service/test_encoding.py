@@ -98,3 +98,58 @@ def test_the_feature_cache_is_bounded_and_clearing_it_changes_nothing():
     a, b = enc.encode(probe), fresh.encode(probe)
     np.testing.assert_array_equal(a.indices, b.indices)
     np.testing.assert_array_equal(a.values, b.values)
+
+
+# ---------------------------------------------------------------------------- interactions
+def _h(text: str, seed: int = 0) -> int:
+    return mmh3.hash(text.encode(), seed, signed=False)
+
+
+def _cross(*hashes: int) -> int:
+    h = hashes[0]
+    for g in hashes[1:]:
+        h = ((h * 16777619) ^ g) & 0xFFFFFFFF
+    return h
+
+
+def test_interactions_cross_features_and_namespaces_as_vw_quadratics():
+    spec = {"kind": "hashed", "bits": 20,
+            "interactions": [["device", "pos"], ["user", "site"], ["device", "pos", "site"]]}
+    enc = FeatureEncoder(spec)
+    plain = FeatureEncoder({"kind": "hashed", "bits": 20})
+    item = {"features": {"device": "phone", "pos": "top", "site": "s1", "price": 2.0,
+                         "user": {"country": "fr", "age": 30}}}
+    got, base = enc.encode([item]), plain.encode([item])
+    n = base.indices.shape[0]
+    np.testing.assert_array_equal(got.indices[:n], base.indices)  # the plain ones first
+    mask, user = (1 << 20) - 1, _h("user")
+    want = [(_cross(_h("device=phone"), _h("pos=top")) & mask, 1.0),
+            (_cross(_h("country=fr", user), _h("site=s1")) & mask, 1.0),
+            (_cross(_h("age", user), _h("site=s1")) & mask, 30.0),
+            (_cross(_h("device=phone"), _h("pos=top"), _h("site=s1")) & mask, 1.0)]
+    assert list(zip(got.indices[n:].tolist(), got.values[n:].tolist(), strict=True)) == want
+    assert got.indptr.tolist() == [0, n + 4]
+
+
+def test_a_missing_group_crosses_nothing_and_rows_stay_apart():
+    enc = FeatureEncoder({"kind": "hashed", "bits": 16, "interactions": [["a", "b"]]})
+    out = enc.encode([{"features": {"a": "x"}}, {"features": {"a": "x", "b": 2.5}},
+                      {"features": {"b": False, "a": "y"}}])
+    assert np.diff(out.indptr).tolist() == [1, 3, 1]  # false is absent: no cross either
+    assert out.values.tolist() == [1.0, 1.0, 2.5, 2.5, 1.0]
+
+
+def test_the_value_bound_applies_to_what_clients_send_not_to_products():
+    enc = FeatureEncoder({"kind": "hashed", "bits": 16, "interactions": [["a", "b"]]},
+                         max_value=1e12)
+    out = enc.encode([{"features": {"a": 1e7, "b": 1e7}}])
+    assert out.values.tolist() == [1e7, 1e7, 1e14]
+    with pytest.raises(EncodingError, match="within"):
+        enc.encode([{"features": {"a": 1e13, "b": 1.0}}])
+
+
+@pytest.mark.parametrize("bad", [[["a"]], [["a", "a"]], [["a", "b", "c", "d"]], [["a", 3]],
+                                 [[""]], "ab", [["a", "b"]] * 33])
+def test_bad_interactions_are_refused(bad):
+    with pytest.raises(ValueError, match="interaction"):
+        FeatureEncoder({"kind": "hashed", "bits": 8, "interactions": bad})

@@ -148,3 +148,32 @@ def test_invalid_utf8_in_a_feature_is_refused_on_both_paths(limited, where):
     assert _version(limited, HASHED) == 1
     r = _post(limited, "/score", fast.replace(b'"events"', b'"items"'))
     assert r.status_code == 422
+
+
+def test_a_model_with_interactions_learns_the_same_on_both_parse_paths(app_client):
+    """The fast path leaves crossed features to the regular one: a body it would take
+    gives the model exactly what the encoder makes."""
+    from aucstream import models
+    from aucstream.service.encoding import FeatureEncoder
+
+    client = app_client()
+    features = {"kind": "hashed", "bits": 12, "interactions": [["dev", "pos"]]}
+    assert client.post("/models", json={"name": "x", "learner": "cbr_diag_fifo",
+                                        "features": features}).status_code == 201
+    assert client.get("/models/x").json()["features"] == features
+    events = [{"features": {"dev": f"d{k % 3}", "pos": f"p{k % 2}"}, "label": k % 2}
+              for k in range(30)]
+    body = json.dumps({"model": "x", "events": events}).encode()
+    assert fastjson.parse_learn(body, features, 1000, 1e12) is None
+    assert fastjson.parse_learn(body, {"kind": "hashed", "bits": 12}, 1000, 1e12) is not None
+    assert _post(client, "/learn", body).status_code == 200
+    ref = models.create("cbr_diag_fifo", n_features=1 << 12)
+    ref.score_then_learn(FeatureEncoder(features).encode(events).learner_input(),
+                         [e["label"] for e in events])
+    items = [{"features": e["features"]} for e in events[:6]]
+    got = client.post("/score", json={"model": "x", "items": items}).json()["scores"]
+    assert got == ref.score(FeatureEncoder(features).encode(items).learner_input()).tolist()
+    r = client.post("/models", json={"name": "y", "learner": "cbr_diag_fifo", "features": {
+        **features, "interactions": [["dev"]]}})
+    assert r.status_code == 422 and r.json()["details"][0]["loc"][:3] == [
+        "body", "features", "hashed"]
