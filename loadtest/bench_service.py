@@ -535,17 +535,22 @@ class Scenario:
     learner: str
     features: dict[str, Any]
     label: str  # for the table
+    tag: str = ""  # tells apart two scenarios of one learner
 
     @property
     def model(self) -> str:
-        return f"bench-{self.learner}"
+        return f"bench-{self.learner}{self.tag}"
 
 
 def scenarios(learners: Sequence[str], bits: int, dim: int) -> list[Scenario]:
+    """One per name; ``auto`` runs on hashed events, ``auto.dense`` on dense rows."""
     out = []
     for learner in learners:
-        if learner in ("cbr_fifo", "cbr_rs", "fcbr_fifo", "fcbr_rs", "opauc", "foam", "noam",
-                       "oam_seq", "oam_gra"):
+        if learner == "auto.dense":
+            out.append(Scenario("auto", {"kind": "dense", "dim": dim}, f"dense d={dim}",
+                                ".dense"))
+        elif learner in ("cbr_fifo", "cbr_rs", "fcbr_fifo", "fcbr_rs", "opauc", "foam",
+                         "noam", "oam_seq", "oam_gra"):
             out.append(Scenario(learner, {"kind": "dense", "dim": dim}, f"dense d={dim}"))
         else:
             out.append(Scenario(learner, {"kind": "hashed", "bits": bits},

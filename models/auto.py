@@ -32,18 +32,21 @@ _OWN = ("n_seen_", "served_", "promotions_", "block_s_", "block_y_", "block_fill
 
 
 def default_candidates(n_features: int) -> list[dict[str, Any]]:
-    """The built-in candidate set for an input dimension (provisional: see Auto's Notes).
+    """The built-in candidate set for an input dimension.
 
-    Bounded-step learners only, whose updates are capped (C) or projected (R): a
-    candidate that would go non-finite refuses the event for the whole model.
+    Chosen on served quality (``python -m bench.auto``, bench/RESULTS.md): CBR-diag was
+    the best or within 0.003 of the best single learner on every stream but shuttle
+    (SOLAM's), and its best C fell with the stream's length and sparsity — 1e-4 on the
+    hashed ad-click feed (1M events), 1e-3 on a9a, adult, protein and spambase, 1e-1 on
+    segment and svmguide1. So: a C grid a decade apart around those, and SOLAM, which
+    costs little. CBR (full covariance) was never the best and cost 3-20x a CBR-diag;
+    OAM_gra was the worst on the ad-click feed. Bounded-step learners only: a candidate
+    that would go non-finite refuses the event for the whole model.
     """
-    grid = [{"learner": "cbr_diag_fifo", "params": {"C": c}} for c in (0.001, 0.01, 0.1)]
-    cands = [*grid, {"learner": "solam", "params": {}}]
-    if n_features <= 256:  # full covariance: O(d²) per pair
-        cands.insert(0, {"learner": "cbr_fifo", "params": {}})
-    elif n_features > SPARSE_STORAGE_THRESHOLD:
-        cands.append({"learner": "oam_gra", "params": {}})
-    return cands
+    grid = (1e-4, 1e-3, 1e-2) if n_features > SPARSE_STORAGE_THRESHOLD \
+        else (1e-4, 1e-3, 1e-2, 1e-1)
+    return [*({"learner": "cbr_diag_fifo", "params": {"C": c}} for c in grid),
+            {"learner": "solam", "params": {}}]
 
 
 def _registry() -> list[str]:
@@ -116,10 +119,10 @@ class Auto(Learner):
 
     Notes
     -----
-    The built-in set is provisional (CBR-diag over C ∈ {0.001, 0.01, 0.1}, SOLAM, CBR
-    for d ≤ 256, OAM_gra for hashed input): the evidence for it is being gathered on the
-    project's datasets and the ad-click feed (issue 11). Learning costs the sum of the
-    candidates' costs; scoring costs the served candidate's only.
+    The built-in set (:func:`default_candidates`): CBR-diag over C ∈ {1e-4, 1e-3, 1e-2,
+    1e-1} (without 1e-1 for hashed input) and SOLAM, chosen on served quality over the
+    project's datasets and the ad-click feed (bench/RESULTS.md). Learning costs the sum
+    of the candidates' costs; scoring costs the served candidate's only.
 
     Examples
     --------
@@ -129,8 +132,8 @@ class Auto(Learner):
     >>> X = rng.normal(size=(3000, 5))
     >>> y = (X[:, 0] - X[:, 1] + 0.5 * rng.normal(size=3000) > 1).astype(int)
     >>> lrn = models.create("auto", n_features=5, seed=0, block=250, min_events=500)
-    >>> [c["learner"] for c in lrn.candidates]
-    ['cbr_fifo', 'cbr_diag_fifo', 'cbr_diag_fifo', 'cbr_diag_fifo', 'solam']
+    >>> [c["params"].get("C", c["learner"]) for c in lrn.candidates]
+    [0.0001, 0.001, 0.01, 0.1, 'solam']
     >>> _ = lrn.learn(X[:2000], y[:2000])
     >>> round(float(models.auc(y[2000:], lrn.score(X[2000:]))), 2) > 0.9
     True
