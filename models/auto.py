@@ -10,6 +10,9 @@ whose recent ranking quality is best.
 from __future__ import annotations
 
 import json
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,6 +50,25 @@ def default_candidates(n_features: int) -> list[dict[str, Any]]:
         else (1e-4, 1e-3, 1e-2, 1e-1)
     return [*({"learner": "cbr_diag_fifo", "params": {"C": c}} for c in grid),
             {"learner": "solam", "params": {}}]
+
+
+# Batches from this many events are learned by the candidates in parallel threads.
+_PARALLEL_MIN_BATCH = 64
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor | None:
+    """Threads for candidates to learn in (one per core; none on a single core)."""
+    global _POOL
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        return None
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(cores, thread_name_prefix="auto-candidate")
+    return _POOL
 
 
 def _registry() -> list[str]:
@@ -247,10 +269,27 @@ class Auto(Learner):
         return batch
 
     def _learn(self, batch: Batch, y: np.ndarray, prior: np.ndarray) -> None:
-        """Every candidate learns the batch (its scores kept), then the windows advance."""
+        """Every candidate learns the batch (its scores kept), then the windows advance.
+
+        Candidates share nothing and their kernels release the GIL, so a batch of some
+        size is learned by them in parallel threads; each one's result is the same as
+        alone, whatever the interleaving."""
         priors = np.zeros((len(self._children), batch.n))
-        for i, child in enumerate(self._children):
+
+        def one(i: int) -> None:
+            child = self._children[i]
             child._learn(self._child_batch(child, batch), y, priors[i])
+
+        pool = _pool() if batch.n >= _PARALLEL_MIN_BATCH and len(self._children) > 1 \
+            else None
+        if pool is None:
+            for i in range(len(self._children)):
+                one(i)
+        else:
+            futures = [pool.submit(one, i) for i in range(len(self._children))]
+            wait(futures)  # all done before any rollback touches their states
+            for future in futures:
+                future.result()  # re-raises a candidate's exception
         self._sync_child_arrays()
         self._advance(y, priors, prior)
 

@@ -192,3 +192,29 @@ def test_a_state_with_an_out_of_range_index_is_refused():
     state["served_"] = np.array([7], np.int64)
     with pytest.raises(ValueError, match="out-of-range index"):
         models.from_state(state)
+
+
+def test_candidates_learning_in_parallel_give_the_serial_result(monkeypatch):
+    """Batches of 64 events and more are learned by the candidates in threads; smaller
+    ones in turn. Both give the same bits."""
+    import aucstream.models.auto as auto_module
+
+    X, y = stream(1500, 8, seed=4, pos_rate=0.2)
+    parallel = models.create("auto", n_features=8, seed=4, **PARAMS)
+    parallel.learn(X, y)
+    monkeypatch.setattr(auto_module, "_PARALLEL_MIN_BATCH", 10**9)
+    serial = models.create("auto", n_features=8, seed=4, **PARAMS)
+    serial.learn(X, y)
+    assert_states_equal(parallel.get_state(), serial.get_state())
+
+
+def test_a_failing_candidate_in_parallel_leaves_every_state_as_it_was():
+    X, y = stream(600, 8, seed=5, pos_rate=0.2)
+    auto = models.create("auto", n_features=8, seed=5, **PARAMS).learn(X[:400], y[:400])
+    before = auto.get_state()
+    poisoned = X[400:].copy()
+    poisoned[150, :] = 1e300
+    with pytest.raises(models.NonFiniteError) as err:
+        auto.learn(poisoned, y[400:])
+    assert err.value.row == 150
+    assert_states_equal(auto.get_state(), before)
