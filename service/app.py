@@ -63,7 +63,7 @@ def _details(errors: list[dict[str, Any]], prefix: tuple = ("body",)) -> list[di
         if prefix and (not loc or loc[0] != prefix[0]):
             loc = [*prefix, *loc]
         out.append({"loc": [x if isinstance(x, int | str) else str(x) for x in loc],
-                    "msg": e.get("msg", "invalid")})
+                    "msg": str(e.get("msg", "invalid")).removeprefix("Value error, ")})
     return out
 
 

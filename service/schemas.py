@@ -13,6 +13,7 @@ from pydantic import (
     StrictInt,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from .encoding import check_interactions
@@ -133,27 +134,56 @@ class CreateModelRequest(BaseModel):
     )
 
 
+# An event or item carries x or features, never both (the schema says so too).
+_ONE_OF_X_OR_FEATURES = {"oneOf": [{"required": ["x"], "not": {"required": ["features"]}},
+                                   {"required": ["features"], "not": {"required": ["x"]}}]}
+
+
+def _x_or_features(obj: Any) -> Any:
+    # Neither: the encoder says which one the model takes, naming the field.
+    if obj.x is not None and obj.features is not None:
+        raise ValueError("give either 'x' (dense models) or 'features' (hashed models), "
+                         "not both")
+    return obj
+
+
 class Event(BaseModel):
     """A labelled event: ``x`` (dense) or ``features`` (hashed), a label and an optional id."""
 
-    model_config = _Strict
+    model_config = ConfigDict(**_Strict, json_schema_extra={
+        **_ONE_OF_X_OR_FEATURES,
+        "examples": [{"features": {"site": "news.example", "device": {"type": "phone"},
+                                   "price": 0.35}, "label": 1, "id": "imp-81723"},
+                     {"x": [0.3, -1.2, 4.0], "label": 0}]})
     x: list[StrictFloat | StrictInt] | None = None
     features: Features | None = None
     label: Label = Field(description="0/1, -1/+1 or false/true; 1, +1, true = positive")
     id: str | None = Field(None, min_length=1, max_length=256)
 
+    _check = model_validator(mode="after")(_x_or_features)
+
 
 class Item(BaseModel):
     """A candidate to score: ``x`` or ``features``, as the model's events."""
 
-    model_config = _Strict
+    model_config = ConfigDict(**_Strict, json_schema_extra={
+        **_ONE_OF_X_OR_FEATURES,
+        "examples": [{"features": {"site": "news.example", "price": 0.35}},
+                     {"x": [0.3, -1.2, 4.0]}]})
     x: list[StrictFloat | StrictInt] | None = None
     features: Features | None = None
     id: str | None = Field(None, max_length=256)
 
+    _check = model_validator(mode="after")(_x_or_features)
+
 
 class LearnRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"model": "ads", "events": [
+            {"features": {"site": "news.example", "device": {"type": "phone"}}, "label": 1,
+             "id": "imp-1"},
+            {"features": {"site": "shop.example", "device": {"type": "tv"}}, "label": 0,
+             "id": "imp-2"}]}]})
     model: str = Field(pattern=MODEL_NAME)
     events: list[Event] = Field(min_length=1)
 
@@ -165,7 +195,9 @@ class LearnResponse(BaseModel):
 
 
 class ScoreRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"model": "ads", "items": [{"features": {"site": "news.example"}},
+                                   {"features": {"site": "shop.example"}}], "top_k": 1}]})
     model: str = Field(pattern=MODEL_NAME)
     items: list[Item] = Field(min_length=1)
     top_k: int | None = Field(None, ge=1, description="length of the ranking (default: all)")

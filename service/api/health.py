@@ -36,7 +36,9 @@ async def readyz(host: HostDep, response: Response) -> dict[str, Any]:
             "quarantined": [q.name for q in host.quarantined()]}
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response, responses={200: {
+    "description": "Prometheus text exposition format",
+    "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}}}})
 async def metrics(host: HostDep) -> Response:
     """Prometheus text exposition of every aucstream metric."""
     return Response(generate_latest(host.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -492,3 +492,25 @@ def test_docs_can_be_turned_off(app_client):
     for path in ("/docs", "/redoc", "/openapi.json"):
         assert client.get(path).status_code == 404, path
     assert client.get("/healthz").status_code == 200
+
+
+def test_an_event_with_both_x_and_features_is_refused(client):
+    client.post("/models", json=DENSE)
+    both = {"x": [0.1] * 5, "features": {"a": 1.0}}
+    for path, key, item in (("/learn", "events", {**both, "label": 1}), ("/score", "items", both)):
+        r = client.post(path, json={"model": "m", key: [item]})
+        assert r.status_code == 422, r.text
+        detail = r.json()["details"][0]
+        assert detail["loc"] == ["body", key, 0]
+        assert detail["msg"].startswith("give either 'x' (dense models) or 'features'")
+    assert client.get("/models/m").json()["version"] == 0
+
+
+def test_the_openapi_document_has_examples_and_says_what_metrics_is(client):
+    doc = client.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    for name in ("LearnRequest", "ScoreRequest", "Event", "Item"):
+        assert schemas[name]["examples"], name
+    assert len(schemas["Event"]["oneOf"]) == 2
+    assert list(doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == [
+        "text/plain; version=0.0.4"]
