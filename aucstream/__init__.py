@@ -1,7 +1,8 @@
 """aucstream: streaming online AUC maximisation, served over HTTP.
 
 The learners are :mod:`aucstream.models` (numpy + numba, no I/O); the HTTP service is
-:mod:`aucstream.service` (``aucstream serve``).
+:mod:`aucstream.service` (``aucstream serve``); :class:`aucstream.Client` (and
+``AsyncClient``) speaks to it.
 
 >>> import aucstream
 >>> aucstream.__version__.count(".") >= 2
@@ -19,7 +20,19 @@ try:
 except metadata.PackageNotFoundError:  # a checkout used without installing it
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+__all__ = ["APIError", "AsyncClient", "Client", "__version__"]
+
+_CLIENT_NAMES = {"APIError", "AsyncClient", "Client", "Conflict", "NotFound",
+                 "OutcomeUnknown", "Unauthorized", "Unavailable", "ValidationFailed"}
+
+
+def __getattr__(name: str) -> object:
+    """The client on first use: ``import aucstream`` for the learners needs no httpx."""
+    if name in _CLIENT_NAMES:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'aucstream' has no attribute {name!r}")
 
 
 def _numba_cache_dir() -> None:
