@@ -591,3 +591,47 @@ def test_numba_caches_per_version_in_the_user_cache_unless_told(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(tmp_path / "mine")] * 2
+
+
+def _published(svc: dict[str, Any]) -> list[str]:
+    return [p if isinstance(p, str) else str(p.get("host_ip", "")) for p in
+            svc.get("ports") or []]
+
+
+def test_the_stack_is_private_healthy_and_bounded_by_default() -> None:
+    """Ports on 127.0.0.1 unless AUCSTREAM_BIND says otherwise; a healthcheck on every
+    service (Redis's fails while it loads its AOF: LOADING is not PONG); rotated logs;
+    Redis's memory capped; no Grafana admin/admin."""
+    for name, svc in compose()["services"].items():
+        for port in _published(svc):
+            assert port.startswith("${AUCSTREAM_BIND:-127.0.0.1}:"), (name, port)
+        check = svc.get("healthcheck", {}).get("test")
+        assert check, f"{name} has no healthcheck"
+        assert svc.get("logging", {}).get("options", {}).get("max-size"), name
+    redis_check = " ".join(service("redis")["healthcheck"]["test"])
+    assert "PONG" in redis_check, "redis-cli ping exits 0 on LOADING: check for PONG"
+    assert re.fullmatch(r"\d+(gb|mb)", redis_conf().get("maxmemory", "")), "no maxmemory"
+    grafana = env_of(service("grafana"))
+    assert grafana["GF_AUTH_DISABLE_LOGIN_FORM"] == "${GRAFANA_DISABLE_LOGIN:-true}"
+    assert "admin}" not in grafana["GF_SECURITY_ADMIN_PASSWORD"]
+    assert grafana["GF_AUTH_BASIC_ENABLED"] == "false"
+
+
+def test_the_image_pins_every_python_dependency() -> None:
+    """docker/constraints.txt pins the closure of the core dependencies, each within
+    pyproject's bounds, and the Dockerfile installs with it."""
+    from packaging.requirements import Requirement
+
+    pins = {}
+    for line in (DOCKER / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
+        req = Requirement(dep)
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert name in pins, f"{name} is not pinned"
+        assert req.specifier.contains(pins[name], prereleases=True), (name, pins[name])
+    assert len(pins) > 15  # the closure, not just the direct dependencies
+    runs = " ".join(a for i, a in dockerfile_instructions() if i == "RUN")
+    assert "-c constraints.txt" in runs
