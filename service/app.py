@@ -43,7 +43,7 @@ from .store.base import (
     Store,
     StoreUnavailable,
 )
-from .warmup import warm_up
+from .warmup import warm_up_process
 
 __all__ = ["create_app"]
 
@@ -179,7 +179,7 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
 
 def _warm_up_quietly() -> None:
     try:
-        warm_up()
+        warm_up_process()
     except Exception:  # a warm-up failure must not stop the service
         log.exception("warm-up failed")
     _freeze_long_lived()
@@ -309,8 +309,8 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         host = app.state.host = ModelHost(opened, settings, metrics)
         loop = _SyncLoop(host, settings.sync_interval)
         loop.start()
-        # Compiling (or loading from numba's cache) every learner's kernels takes a few
-        # seconds at most; it runs beside recovery and the sync loop, never in their way.
+        # Compiling (or loading from numba's cache) every learner's kernels: /readyz waits
+        # for it, so that no request after ready pays for a compile. Once per process.
         threading.Thread(target=_warm_up_quietly, name="aucstream-warmup", daemon=True).start()
         log.info("aucstream started (store: %s)", "redis" if settings.redis_url else
                  f"sqlite in {settings.data_dir}")

@@ -9,6 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..store.base import StoreUnavailable
+from ..warmup import warmed
 from .deps import HostDep
 
 router = APIRouter(tags=["health"])
@@ -23,16 +24,19 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", responses={503: {"description": "not ready"}})
 async def readyz(host: HostDep, response: Response) -> dict[str, Any]:
     """Ready when every model is recovered (or quarantined: listed, while the others
-    serve) and the store answers."""
+    serve), the store answers, and every learner's kernels are compiled (on an empty
+    numba cache that takes a while; the body says "kernels": "compiling" meanwhile)."""
     store_ok = True
     try:
         await run_in_threadpool(host.store.ping)
     except StoreUnavailable:
         store_ok = False
-    ready = host.ready and store_ok
+    kernels = warmed()
+    ready = host.ready and store_ok and kernels
     response.status_code = 200 if ready else 503
     return {"status": "ready" if ready else "not ready", "models_recovered": host.ready,
-            "store": "up" if store_ok else "down", "models": len(host.names()),
+            "store": "up" if store_ok else "down",
+            "kernels": "ready" if kernels else "compiling", "models": len(host.names()),
             "quarantined": [q.name for q in host.quarantined()]}
 
 

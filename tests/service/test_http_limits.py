@@ -142,3 +142,29 @@ def test_connections_over_the_cap_get_503_in_the_error_body(server):
             s.close()
     time.sleep(0.3)
     assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+
+
+def test_readyz_waits_for_the_kernels_on_an_empty_numba_cache(tmp_path):
+    """A cold start: the HTTP server answers at once, /readyz says 503 "compiling" until
+    every kernel is compiled (it would pass 200 from a warm cache in about a second)."""
+    port = free_port()
+    env = {**os.environ, "AUCSTREAM_DATA_DIR": str(tmp_path / "data"),
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "AUCSTREAM_LOG_LEVEL": "warning"}
+    env.pop("AUCSTREAM_REDIS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "aucstream.service.cli", "serve", "--port",
+                             str(port)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+        assert r.status_code == 503 and r.json()["kernels"] == "compiling", r.text
+        assert r.json()["models_recovered"] is True
+    finally:
+        proc.kill()  # the helper compiler notices its parent is gone and stops
+        proc.wait(timeout=30)
