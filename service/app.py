@@ -32,7 +32,7 @@ from .hosting import (
     TooManyModels,
 )
 from .logs import AccessLog, configure_logging, new_request_id, request_id_var
-from .metrics import Metrics
+from .metrics import Metrics, process_exited
 from .schemas import LearnRequest, ScoreRequest
 from .settings import Settings, get_settings
 from .store import open_store
@@ -325,6 +325,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
                 log.warning("final checkpoint skipped, store unavailable: %s", exc)
             if own_store:
                 opened.close()
+            process_exited()
 
     docs = {} if settings.docs else {"docs_url": None, "redoc_url": None,
                                         "openapi_url": None}

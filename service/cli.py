@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 __all__ = ["main"]
 
@@ -39,6 +42,11 @@ def _serve(args: argparse.Namespace) -> int:
         first = exc.errors()[0]
         name = "AUCSTREAM_" + str(first["loc"][0]).upper() if first["loc"] else "a setting"
         raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r})") from None
+    if settings.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Every worker writes its metrics here and /metrics adds them up (metrics.py).
+        folder = tempfile.mkdtemp(prefix="aucstream-metrics-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
     uvicorn.run(
         "aucstream.service.app:create_app",
         factory=True,

@@ -235,7 +235,6 @@ class HostedModel:
         # recent refusals by entry start, for the request that appended the entry (which
         # may have been applied by another thread before the request could remember it)
         self._refusals: dict[int, EntryRefused] = {}
-        self._promotions_exported: int | None = None  # 'auto' models: see export
         self._snapshot = self._make_snapshot()
 
     # ------------------------------------------------------------------ scoring
@@ -299,7 +298,7 @@ class HostedModel:
         while upto is None or self.version < upto:
             pending = self._pending.pop(self.version, None)
             if pending is not None:
-                self._apply(pending[0], pending[1], metrics)
+                self._apply(pending[0], pending[1], metrics, own=True)
                 continue
             entries = store.read_log(self.name, self.version, _REPLAY_PAGE)
             if not entries:
@@ -323,14 +322,18 @@ class HostedModel:
                 if entry.end <= self.version:
                     continue
                 mine = self._pending.pop(entry.start, None)
-                self._apply(entry, mine[1] if mine else decode_batch(entry.payload), metrics)
+                self._apply(entry, mine[1] if mine else decode_batch(entry.payload), metrics,
+                            own=mine is not None)
         for start in [s for s in self._pending if s < self.version]:
             del self._pending[start]
         if self.version != before:
             self._publish()
 
     def _apply(self, entry: LogEntry, batch: tuple[np.ndarray, Any],
-               metrics: Metrics | None) -> None:
+               metrics: Metrics | None, own: bool = False) -> None:
+        """Apply one log entry (or refuse it). Counters count what this process's own
+        requests brought (``own``), so that they add up across workers and replicas,
+        each of which applies every entry."""
         if entry.start != self.version:
             raise LogGap(f"model {self.name!r}: expected an entry starting at {self.version}, "
                          f"got {entry.start}")
@@ -342,19 +345,24 @@ class HostedModel:
             keep[list(entry.skip)] = False
             rows = np.flatnonzero(keep)
             y, X = y[keep], _take_rows(X, keep)
+        promoted = getattr(self.learner, "promotions", 0)
         try:
             prior = self._learn(X, y)
         except models.NonFiniteError as exc:
             event = exc.row if rows is None else int(rows[exc.row])
-            self._refuse(entry, event, y.shape[0], metrics)
+            self._refuse(entry, event, y.shape[0], metrics if own else None)
             self.version = entry.end
             return
         self.rolling.update(prior, y)
         self.version = entry.end
         if metrics is not None:
-            n_pos = int((y > 0).sum())
-            metrics.events_learned.labels(self.name, "positive").inc(n_pos)
-            metrics.events_learned.labels(self.name, "negative").inc(y.shape[0] - n_pos)
+            if own and not self.retired:
+                n_pos = int((y > 0).sum())
+                metrics.events_learned.labels(self.name, "positive").inc(n_pos)
+                metrics.events_learned.labels(self.name, "negative").inc(y.shape[0] - n_pos)
+                promoted = getattr(self.learner, "promotions", 0) - promoted
+                if promoted:
+                    metrics.promotions.labels(self.name).inc(promoted)
             self.export(metrics)
 
     def _learn(self, X: Any, y: np.ndarray) -> np.ndarray:
@@ -465,14 +473,7 @@ class HostedModel:
             metrics.checkpoint_version.labels(self.name).set(self.checkpoint_version)
         lrn = self.learner
         if isinstance(lrn, Auto):
-            # promotions this process applied (not those recovered from a checkpoint)
-            done = lrn.promotions
-            seen = self._promotions_exported if self._promotions_exported is not None \
-                else done
-            counter = metrics.promotions.labels(self.name)
-            if done > seen:
-                counter.inc(done - seen)
-            self._promotions_exported = done
+            metrics.promotions.labels(self.name)  # the series exists from 0
             metrics.serving_candidate.labels(self.name).set(lrn.served)
             for i, (cand, q) in enumerate(zip(lrn.candidates, lrn.quality, strict=True)):
                 metrics.set_candidate_quality(self.name, f"{i}:{cand['learner']}", float(q))

@@ -1,11 +1,19 @@
 """Every Prometheus metric the service exports, defined in one place.
 
 Per-model series carry a ``model`` label and are removed when the model is deleted.
+
+With several worker processes (``aucstream serve --workers N``) the CLI points
+``PROMETHEUS_MULTIPROC_DIR`` at a fresh folder, every worker writes its values there, and
+``/metrics`` (:func:`exposition`) adds them up whichever worker answers: counters and
+histograms sum over workers; a model's gauges (every worker is a replica of every model)
+show the largest live value, the store's health the smallest. A deleted model's series
+stay in the other workers' files until they restart.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 
 from prometheus_client import (
     CollectorRegistry,
@@ -13,9 +21,34 @@ from prometheus_client import (
     Gauge,
     Histogram,
     disable_created_metrics,
+    generate_latest,
+    multiprocess,
 )
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "exposition", "multiprocess_dir", "process_exited"]
+
+# Gauges every worker holds for the same model: the largest live value.
+_REPLICA = "livemax"
+
+
+def multiprocess_dir() -> str | None:
+    """The folder of prometheus_client's multiprocess mode, if it is on."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The text of /metrics: this process's registry, or every worker's values."""
+    if multiprocess_dir() is None:
+        return generate_latest(registry)
+    merged = CollectorRegistry()
+    multiprocess.MultiProcessCollector(merged)
+    return generate_latest(merged)
+
+
+def process_exited() -> None:
+    """Multiprocess mode: drop this worker's live gauges (at its shutdown)."""
+    if multiprocess_dir() is not None:
+        multiprocess.mark_process_dead(os.getpid())
 
 # The *_created series double the exposition and nobody graphs them.
 disable_created_metrics()
@@ -32,10 +65,11 @@ class Metrics:
         self.rolling_auc = Gauge(
             "aucstream_rolling_auc", "Exact AUC of the model's prequential scores over its "
             "rolling window (NaN while a class is missing from the window)", ["model"],
-            registry=r)
+            registry=r, multiprocess_mode=_REPLICA)
         self.events_learned = Counter(
-            "aucstream_events_learned", "Events learned, by label", ["model", "label"],
-            registry=r)
+            "aucstream_events_learned", "Events learned from requests to this process, by "
+            "label (replicas and workers each count their own: the sum is the total)",
+            ["model", "label"], registry=r)
         self.duplicates = Counter(
             "aucstream_duplicate_events", "Events skipped because their id was seen before",
             ["model"], registry=r)
@@ -50,38 +84,43 @@ class Metrics:
             ["reason"], registry=r)
         self.buffer_fill = Gauge(
             "aucstream_buffer_fill", "Rows held in the model's class buffer",
-            ["model", "label"], registry=r)
+            ["model", "label"], registry=r, multiprocess_mode=_REPLICA)
         self.version = Gauge(
-            "aucstream_model_version", "Events applied to the model", ["model"], registry=r)
+            "aucstream_model_version", "Events applied to the model", ["model"], registry=r,
+            multiprocess_mode=_REPLICA)
         self.checkpoint_age = Gauge(
             "aucstream_checkpoint_age_seconds", "Seconds since the model's last checkpoint",
-            ["model"], registry=r)
+            ["model"], registry=r, multiprocess_mode=_REPLICA)
         self.checkpoint_version = Gauge(
             "aucstream_checkpoint_version", "Model version covered by the last checkpoint",
-            ["model"], registry=r)
+            ["model"], registry=r, multiprocess_mode=_REPLICA)
         self.log_entries = Gauge(
             "aucstream_log_entries", "Entries in the model's durable log (since its last trim)",
-            ["model"], registry=r)
+            ["model"], registry=r, multiprocess_mode=_REPLICA)
         self.refused = Counter(
             "aucstream_refused_events", "Events of log entries the model refused to learn "
             "because they would make its state non-finite", ["model"], registry=r)
         self.promotions = Counter(
-            "aucstream_promotions", "Times an 'auto' model's serving candidate changed (as "
-            "this process applied the log)", ["model"], registry=r)
+            "aucstream_promotions", "Times an 'auto' model's serving candidate changed, "
+            "counted by the process whose request brought the change", ["model"],
+            registry=r)
         self.serving_candidate = Gauge(
             "aucstream_serving_candidate", "Index of the candidate an 'auto' model scores "
-            "with", ["model"], registry=r)
+            "with", ["model"], registry=r, multiprocess_mode=_REPLICA)
         self.candidate_quality = Gauge(
             "aucstream_candidate_quality", "AUC of each candidate's test-then-train scores "
             "within the recent windows ('auto' models; NaN before the first window with "
-            "both classes)", ["model", "candidate"], registry=r)
+            "both classes)", ["model", "candidate"], registry=r, multiprocess_mode=_REPLICA)
         self._candidates: dict[str, set[str]] = {}  # candidate labels set, per model
-        self.models = Gauge("aucstream_models", "Models hosted", registry=r)
+        self.models = Gauge("aucstream_models", "Models hosted", registry=r,
+                            multiprocess_mode=_REPLICA)
         self.quarantined = Gauge(
             "aucstream_quarantined_models", "Models that could not be recovered or applied "
-            "(their requests answer 503; GET /models/{name} says why)", registry=r)
+            "(their requests answer 503; GET /models/{name} says why)", registry=r,
+            multiprocess_mode=_REPLICA)
         self.store_up = Gauge(
-            "aucstream_store_up", "1 if the last store operation succeeded", registry=r)
+            "aucstream_store_up", "1 if the last store operation succeeded", registry=r,
+            multiprocess_mode="livemin")
 
     def set_candidate_quality(self, model: str, candidate: str, value: float) -> None:
         self._candidates.setdefault(model, set()).add(candidate)

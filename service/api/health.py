@@ -6,8 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from ..metrics import exposition
 from ..store.base import StoreUnavailable
 from ..warmup import warmed
 from .deps import HostDep
@@ -45,4 +46,4 @@ async def readyz(host: HostDep, response: Response) -> dict[str, Any]:
     "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}}}})
 async def metrics(host: HostDep) -> Response:
     """Prometheus text exposition of every aucstream metric."""
-    return Response(generate_latest(host.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(exposition(host.metrics.registry), media_type=CONTENT_TYPE_LATEST)
