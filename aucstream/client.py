@@ -73,6 +73,8 @@ class OutcomeUnknown(APIError):
     """504: the store did not confirm the append; the events may or may not be learned."""
 
 
+_EXPORT_TYPE = "application/x-aucstream-model"
+
 _BY_STATUS: dict[int, type[APIError]] = {401: Unauthorized, 403: Unauthorized, 404: NotFound,
                                          409: Conflict, 422: ValidationFailed,
                                          503: Unavailable, 504: OutcomeUnknown}
@@ -98,12 +100,19 @@ class _Calls:
         self.backoff = float(backoff)
         self.headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
 
+    def _headers(self, raw: bytes | None) -> dict[str, str]:
+        if raw is None:
+            return self.headers
+        return {**self.headers, "content-type": _EXPORT_TYPE}
+
     @staticmethod
     def _answer(response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise _error(response)
         if response.status_code == 204 or not response.content:
             return None
+        if response.headers.get("content-type", "").startswith(_EXPORT_TYPE):
+            return response.content
         return response.json()
 
     def _wait(self, attempt: int, exc: Exception | None, response: httpx.Response | None,
@@ -171,12 +180,14 @@ class Client(_Calls):
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: Any = None, *, safe: bool = True) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, *, safe: bool = True,
+              raw: bytes | None = None) -> Any:
         attempt = 0
         while True:
             response, exc = None, None
             try:
-                response = self.http.request(method, path, json=body, headers=self.headers)
+                response = self.http.request(method, path, json=body, content=raw,
+                                             headers=self._headers(raw))
             except httpx.TransportError as e:
                 exc = e
             if response is not None and response.status_code < 500:
@@ -212,6 +223,15 @@ class Client(_Calls):
 
     def learners(self) -> dict:
         return self._call("GET", "/learners")["learners"]
+
+    def export_model(self, name: str) -> bytes:
+        """The model as bytes (config, learned state, version), for ``import_model``."""
+        return self._call("GET", f"/models/{name}/export")
+
+    def import_model(self, data: bytes, name: str | None = None) -> dict:
+        """Recreate an exported model (as ``name``, or its exported name)."""
+        path = "/models/import" + ("" if name is None else f"?name={name}")
+        return self._call("POST", path, raw=bytes(data), safe=False)
 
     # ------------------------------------------------------------------ events
     def learn(self, model: str, events: Sequence[dict[str, Any]]) -> dict:
@@ -252,13 +272,13 @@ class AsyncClient(_Calls):
         await self.aclose()
 
     async def _call(self, method: str, path: str, body: Any = None, *,
-                    safe: bool = True) -> Any:
+                    safe: bool = True, raw: bytes | None = None) -> Any:
         attempt = 0
         while True:
             response, exc = None, None
             try:
-                response = await self.http.request(method, path, json=body,
-                                                   headers=self.headers)
+                response = await self.http.request(method, path, json=body, content=raw,
+                                                   headers=self._headers(raw))
             except httpx.TransportError as e:
                 exc = e
             if response is not None and response.status_code < 500:
@@ -292,6 +312,13 @@ class AsyncClient(_Calls):
 
     async def learners(self) -> dict:
         return (await self._call("GET", "/learners"))["learners"]
+
+    async def export_model(self, name: str) -> bytes:
+        return await self._call("GET", f"/models/{name}/export")
+
+    async def import_model(self, data: bytes, name: str | None = None) -> dict:
+        path = "/models/import" + ("" if name is None else f"?name={name}")
+        return await self._call("POST", path, raw=bytes(data), safe=False)
 
     async def learn(self, model: str, events: Sequence[dict[str, Any]]) -> dict:
         events = list(events)

@@ -25,6 +25,7 @@ from .api.score_lane import ScoreLane
 from .encoding import EncodingError
 from .hosting import (
     ApplyFailed,
+    ImportRefused,
     LogGap,
     ModelConfigError,
     ModelHost,
@@ -99,6 +100,12 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         count("validation")
         loc = ["body", *exc.loc]
         return _error(422, "validation_error", exc.msg, [{"loc": loc, "msg": exc.msg}])
+
+    @app.exception_handler(ImportRefused)
+    async def _import(_: Request, exc: ImportRefused) -> JSONResponse:
+        count("validation")
+        msg = f"Cannot import this model: {exc}. Nothing was created."
+        return _error(422, "validation_error", msg, [{"loc": ["body"], "msg": str(exc)}])
 
     @app.exception_handler(ModelNotFound)
     async def _not_found(_: Request, exc: ModelNotFound) -> JSONResponse:

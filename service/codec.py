@@ -16,10 +16,16 @@ from typing import Any
 import msgpack
 import numpy as np
 
-__all__ = ["CodecError", "decode_batch", "decode_state", "encode_batch", "encode_state"]
+__all__ = ["CodecError", "decode_batch", "decode_export", "decode_state", "encode_batch",
+           "encode_export", "encode_state"]
 
 BATCH_FORMAT = 1
 STATE_FORMAT = 1
+EXPORT_KIND = "aucstream-model-export"
+EXPORT_FORMAT = 1
+# The config entries an export carries (the rest — name, uid, created_at — belong to the
+# model it is imported as).
+EXPORT_CONFIG = ("learner", "params", "features", "seed", "standardize", "rolling_window")
 
 
 class CodecError(ValueError):
@@ -153,3 +159,35 @@ def decode_batch(blob: bytes) -> tuple[np.ndarray, Any]:
         raise CodecError(f"log entry indices of dtype {indices.dtype.str}")
     return y, (_unpack_array(doc["indptr"]), indices.astype(np.int64, copy=False),
                _unpack_array(doc["values"]))
+
+
+def encode_export(name: str, config: dict[str, Any], version: int, state: bytes,
+                  producer: str) -> bytes:
+    """A model export: self-describing, versioned; ``state`` is a checkpoint blob."""
+    return msgpack.packb({
+        "kind": EXPORT_KIND, "format": EXPORT_FORMAT, "producer": producer, "name": name,
+        "config": {k: config[k] for k in EXPORT_CONFIG}, "version": int(version),
+        "state": bytes(state)}, use_bin_type=True)
+
+
+def decode_export(blob: bytes) -> dict[str, Any]:
+    """The fields of a model export; CodecError says what is wrong with it."""
+    try:
+        doc = msgpack.unpackb(blob, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CodecError(f"not a model export (undecodable: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != EXPORT_KIND:
+        raise CodecError("not an aucstream model export")
+    if doc.get("format") != EXPORT_FORMAT:
+        raise CodecError(f"model export format {doc.get('format')!r}; this aucstream reads "
+                         f"format {EXPORT_FORMAT}")
+    config, version, state = doc.get("config"), doc.get("version"), doc.get("state")
+    if not isinstance(config, dict) or set(config) != set(EXPORT_CONFIG):
+        raise CodecError("the export's config is incomplete")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise CodecError("the export's version is not a position")
+    if not isinstance(state, bytes):
+        raise CodecError("the export carries no state")
+    return {"name": doc.get("name"), "config": config, "version": version, "state": state,
+            "producer": doc.get("producer")}
+

@@ -32,7 +32,15 @@ from aucstream import models
 from aucstream.models.auto import Auto
 from aucstream.models.preprocessing import StandardScaler
 
-from .codec import decode_batch, decode_state, encode_batch, encode_state
+from .codec import (
+    CodecError,
+    decode_batch,
+    decode_export,
+    decode_state,
+    encode_batch,
+    encode_export,
+    encode_state,
+)
 from .encoding import EncodedBatch, FeatureEncoder
 from .metrics import Metrics
 from .settings import Settings
@@ -42,6 +50,7 @@ __all__ = [
     "ApplyFailed",
     "EntryRefused",
     "HostedModel",
+    "ImportRefused",
     "ModelConfigError",
     "ModelHost",
     "ModelQuarantined",
@@ -115,6 +124,10 @@ class Quarantined:
             "last_checkpoint": None,
             "memory_bytes": None,
         }
+
+
+class ImportRefused(ValueError):
+    """A model export that cannot be imported, and why."""
 
 
 class ModelQuarantined(Exception):
@@ -610,6 +623,51 @@ class ModelHost:
             self._count()
             model.export(self.metrics)
             return model
+
+    def export_model(self, name: str) -> bytes:
+        """The model as a self-describing binary (config, learned state, version)."""
+        from aucstream import __version__
+
+        model = self.get(name)
+        with model.lock:
+            state = model.full_state()
+            version = model.version
+        return encode_export(name, model.config, version, encode_state(state),
+                             f"aucstream {__version__}")
+
+    def import_model(self, blob: bytes, name: str | None = None) -> HostedModel:
+        """Create a model from an export (as ``name``, or the name it was exported under):
+        the same learned state and version, its log starting there. Raises ImportRefused
+        (what is wrong with the export), ModelExists, TooManyModels."""
+        try:
+            doc = decode_export(blob)
+            state = decode_state(doc["state"])
+        except CodecError as exc:
+            raise ImportRefused(str(exc)) from None
+        name = name or doc["name"]
+        if not isinstance(name, str):
+            raise ImportRefused("the export names no model: give ?name=")
+        c = doc["config"]
+        try:
+            config = build_config(name, c["learner"], c["params"], c["features"], c["seed"],
+                                  c["standardize"], c["rolling_window"])
+        except (ModelConfigError, TypeError, KeyError) as exc:
+            raise ImportRefused(f"the export's config is refused: {exc}") from None
+        version = doc["version"]
+        state["uid"] = config["uid"]  # the checkpoint of this new model generation
+        try:  # it must restore here before it is stored
+            probe = self._new_model(config)
+            probe.restore(state, version, time.time())
+        except Exception as exc:  # whatever a foreign or damaged state raises
+            raise ImportRefused(f"the export's state does not restore: {exc}") from None
+        with self._lock:
+            if len(self.store.list_models()) >= self.settings.max_models:
+                raise TooManyModels(
+                    f"The store holds {self.settings.max_models} models, the limit "
+                    "(AUCSTREAM_MAX_MODELS); delete one first.")
+            self.store.create_model(name, config, start=(version, encode_state(state)))
+            self._quarantine.pop(name, None)
+            return self._load(config)
 
     def delete(self, name: str) -> None:
         with self._lock:

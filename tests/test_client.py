@@ -79,6 +79,15 @@ def test_every_call_of_the_blocking_client(server):
         auto = c.create_model("b", candidates=[{"learner": "cbr_diag_fifo",
                                                 "params": {"C": 0.01}}], features=DENSE)
         assert auto["learner"] == "auto" and auto["serving_candidate"] == 0
+        blob = c.export_model("a")
+        assert isinstance(blob, bytes)
+        copy = c.import_model(blob, name="a2")
+        assert copy["version"] == 30 and copy["params"] == c.get_model("a")["params"]
+        probe = [{"x": [0.6, 0.0, 1.0]}]
+        assert c.score("a2", probe)["scores"] == c.score("a", probe)["scores"]
+        with pytest.raises(ValidationFailed):
+            c.import_model(blob[:50], name="a3")
+        c.delete_model("a2")
         c.delete_model("a")
         c.delete_model("b")
         with pytest.raises(NotFound) as err:

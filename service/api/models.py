@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from aucstream import models as learners
 
 from ..hosting import ModelConfigError, ModelHost, ModelQuarantined, build_config
 from ..schemas import MODEL_NAME, CreateModelRequest, ErrorBody, ModelInfo, ModelList
-from .deps import HostDep, ReadAuth, SettingsDep, WriteAuth
+from .deps import HostDep, ReadAuth, SettingsDep, WriteAuth, read_body
 
 router = APIRouter(tags=["models"])
 
@@ -100,3 +100,33 @@ async def list_learners() -> dict[str, Any]:
             },
         }
     return {"learners": out}
+
+
+_EXPORT_TYPE = "application/x-aucstream-model"
+
+
+@router.get("/models/{name}/export", dependencies=[ReadAuth], response_class=Response,
+            responses={**_ERRORS, 200: {"description": "the model as a binary export "
+                                        "(msgpack; see POST /models/import)",
+                                        "content": {_EXPORT_TYPE: {}}}})
+async def export_model(name: ModelName, host: HostDep) -> Response:
+    """The model as a versioned, self-describing binary: its config, learned state,
+    scaler, rolling AUC and version. ``POST /models/import`` recreates it, on any store."""
+    blob = await run_in_threadpool(host.export_model, name)
+    return Response(blob, media_type=_EXPORT_TYPE, headers={
+        "content-disposition": f'attachment; filename="{name}.aucstream"'})
+
+
+@router.post("/models/import", status_code=status.HTTP_201_CREATED, response_model=ModelInfo,
+             dependencies=[WriteAuth], responses={**_ERRORS, 409: {"model": ErrorBody}},
+             openapi_extra={"requestBody": {"required": True,
+                                            "content": {_EXPORT_TYPE: {}}}})
+async def import_model(request: Request, host: HostDep, settings: SettingsDep,
+                       name: Annotated[str | None, Query(pattern=MODEL_NAME)] = None) -> Any:
+    """Create a model from ``GET /models/{name}/export``'s bytes (as ``?name=``, or the
+    name it was exported under): the same scores and version. A corrupt, truncated or
+    foreign export is a 422 saying what is wrong; nothing is created."""
+    blob = await read_body(request, settings.max_body_bytes)
+    model = await run_in_threadpool(host.import_model, blob, name)
+    return model.info()
+

@@ -103,8 +103,13 @@ class Store(Protocol):
     def ping(self) -> None:
         """Raise StoreUnavailable if the backend cannot be reached."""
 
-    def create_model(self, name: str, config: dict[str, Any]) -> None:
-        """Store a new model's config; raise ModelExists if the name is taken."""
+    def create_model(self, name: str, config: dict[str, Any],
+                     start: tuple[int, bytes] | None = None) -> None:
+        """Store a new model's config; raise ModelExists if the name is taken.
+
+        ``start = (version, blob)`` creates it from a checkpoint (an imported model): its
+        log begins at ``version``, as a log trimmed to its end does, with that checkpoint.
+        """
 
     def get_config(self, name: str) -> dict[str, Any]:
         """The config given at creation; raise ModelNotFound."""

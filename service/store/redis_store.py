@@ -67,12 +67,16 @@ from aucstream.service.store.base import (
 
 __all__ = ["RedisStore"]
 
-# KEYS: config, meta, log, ids, ckpt. ARGV: config json, created_at.
+# KEYS: config, meta, log, ids, ckpt. ARGV: config json, created_at, log start (0, or the
+# version of an imported checkpoint), that checkpoint's blob ("" for none).
 _CREATE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
-redis.call('HSET', KEYS[2], 'end', '0')
+redis.call('HSET', KEYS[2], 'end', ARGV[3])
+if ARGV[3] ~= '0' or ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[5], 'version', ARGV[3], 'blob', ARGV[4], 'created_at', ARGV[2])
+end
 return 1
 """
 
@@ -339,14 +343,17 @@ class RedisStore:
         with self._guard("ping"):
             self._r.ping()
 
-    def create_model(self, name: str, config: dict[str, Any]) -> None:
+    def create_model(self, name: str, config: dict[str, Any],
+                     start: tuple[int, bytes] | None = None) -> None:
         keys = self._keys(name, "config", "meta", "log", "ids", "ckpt")
         text = json.dumps(config)
+        version, blob = (0, b"") if start is None else (check_position(start[0], "version"),
+                                                       bytes(start[1]))
         with self._guard("create_model"):
             # Index first (and again after): a crash in between leaves a stale index
             # entry, which list_models filters out, never a model missing from the index.
             self._r.sadd(self._index, name)
-            if not self._create(keys=keys, args=[text, repr(time.time())]):
+            if not self._create(keys=keys, args=[text, repr(time.time()), version, blob]):
                 raise ModelExists(f"Model {name!r} exists already")
             self._r.sadd(self._index, name)
 

@@ -256,17 +256,23 @@ class SqliteStore:
         with self._guard("ping"), self._conn() as c:
             c.execute("SELECT 1").fetchone()
 
-    def create_model(self, name: str, config: dict[str, Any]) -> None:
+    def create_model(self, name: str, config: dict[str, Any],
+                     start: tuple[int, bytes] | None = None) -> None:
         check_name(name)
         text = json.dumps(config)
+        version = 0 if start is None else check_position(start[0], "version")
+        now = time.time()
         with self._guard("create_model"), self._tx() as c:
             cur = c.execute(
-                "INSERT INTO models (name, config, created_at) VALUES (?, ?, ?) "
+                "INSERT INTO models (name, config, created_at, log_end) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (name) DO NOTHING",
-                (name, text, time.time()),
+                (name, text, now, version),
             )
             if cur.rowcount == 0:
                 raise ModelExists(f"Model {name!r} exists already")
+            if start is not None:
+                c.execute("INSERT INTO checkpoints (model, version, blob, created_at) "
+                          "VALUES (?, ?, ?, ?)", (cur.lastrowid, version, bytes(start[1]), now))
 
     def get_config(self, name: str) -> dict[str, Any]:
         check_name(name)

@@ -263,6 +263,26 @@ def test_trim_keeps_the_entry_ending_one_past_the_checkpoint(store: Store, model
     assert r.entry == LogEntry(8, 10, b"x", (1, 2))
 
 
+def test_a_model_created_from_a_checkpoint_starts_its_log_there(store: Store) -> None:
+    """An imported model: its log begins at the checkpoint's version, as a log trimmed to
+    its end does; appends continue from there."""
+    store.create_model("imp", {"k": 1}, start=(1234, b"\x00state"))
+    assert store.log_bounds("imp") == (0, 1234, 1234)
+    cp = store.load_checkpoint("imp")
+    assert cp is not None and (cp.version, cp.blob) == (1234, b"\x00state")
+    assert store.read_log("imp", 1234) == []
+    r = store.append("imp", b"p", ["a", "b"])
+    assert r.entry == LogEntry(1234, 1236, b"p", ())
+    assert store.log_bounds("imp") == (1, 1234, 1236)
+    assert store.save_checkpoint("imp", 1236, b"later")
+    assert not store.save_checkpoint("imp", 1234, b"older")
+    with pytest.raises(ModelExists):
+        store.create_model("imp", {"k": 2}, start=(5, b"x"))
+    store.delete_model("imp")
+    store.create_model("imp", {"k": 3})  # recreated plainly: from 0, no checkpoint
+    assert store.log_bounds("imp") == (0, 0, 0) and store.load_checkpoint("imp") is None
+
+
 def test_trim_never_passes_the_checkpoint(store: Store, model: str) -> None:
     for i in range(3):
         store.append(model, b"%d" % i, ids(f"e{i}-", 2))
