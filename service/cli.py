@@ -10,6 +10,8 @@ import shutil
 import sys
 import tempfile
 
+from aucstream.replay import ReplayError
+
 __all__ = ["main"]
 
 
@@ -117,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
 
     lrn = sub.add_parser("learners", help="list the learners and their parameters as JSON")
     lrn.set_defaults(func=_learners)
+    from aucstream.replay import add_parser as add_replay
+
+    add_replay(sub)
 
     args = parser.parse_args(argv)
     try:
@@ -127,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except SettingsError as exc:
         print(f"aucstream: {exc}", file=sys.stderr)
+        return 2
+    except ReplayError as exc:
+        print(f"aucstream replay: {exc}", file=sys.stderr)
         return 2
 
 

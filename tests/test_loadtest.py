@@ -233,7 +233,13 @@ def test_replay_into_the_app(tmp_path: Path) -> None:
             replay.replay(call, "toy", "cbr_fifo", X, y, prefix="toy", say=lines.append)
         again = replay.replay(call, "toy", "cbr_fifo", X, y, prefix="toy", batch=100,
                               shuffle=1, resume=True, say=lines.append)
-        assert (again.accepted, again.duplicates, again.version) == (0, 300, 300)
+        assert (again.events, again.accepted, again.version) == (0, 0, 300)  # all done
+        part = replay.replay(call, "half", "cbr_fifo", X[:120], y[:120], prefix="half",
+                             batch=50, say=lines.append)
+        assert part.version == 120
+        rest = replay.replay(call, "half", "cbr_fifo", X, y, prefix="half", batch=50,
+                             resume=True, say=lines.append)
+        assert (rest.events, rest.accepted, rest.duplicates, rest.version) == (180, 180, 0, 300)
         fresh = replay.replay(call, "toy", "cbr_fifo", X[:100], y[:100], prefix="toy",
                               recreate=True, say=lines.append)
         assert fresh.version == 100
