@@ -119,8 +119,9 @@ async def export_model(name: ModelName, host: HostDep) -> Response:
 
 @router.post("/models/import", status_code=status.HTTP_201_CREATED, response_model=ModelInfo,
              dependencies=[WriteAuth], responses={**_ERRORS, 409: {"model": ErrorBody}},
-             openapi_extra={"requestBody": {"required": True,
-                                            "content": {_EXPORT_TYPE: {}}}})
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/octet-stream": {"schema": {"type": "string",
+                                                         "format": "binary"}}}}})
 async def import_model(request: Request, host: HostDep, settings: SettingsDep,
                        name: Annotated[str | None, Query(pattern=MODEL_NAME)] = None) -> Any:
     """Create a model from ``GET /models/{name}/export``'s bytes (as ``?name=``, or the
