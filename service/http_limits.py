@@ -1,5 +1,5 @@
 """HTTP limits uvicorn lacks: read timeouts for headers and bodies, and a connection cap
-answered with the service's JSON error body.
+answered with the service's JSON error body (as are requests HTTP cannot parse: 400).
 
 uvicorn closes idle keep-alive connections but lets a client take forever to send a
 request: a slowloris client holding thousands of half-sent requests would keep them
@@ -115,6 +115,15 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._disarm()
         super().on_message_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        """A request HTTP itself cannot parse: the service's error body, not plain text."""
+        body = _error_body("bad_request", f"{msg} (not a valid HTTP/1.1 request)")
+        self.transport.write(
+            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n"
+            b"connection: close\r\n\r\n" + body)
+        self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

@@ -168,3 +168,10 @@ def test_readyz_waits_for_the_kernels_on_an_empty_numba_cache(tmp_path):
     finally:
         proc.kill()  # the helper compiler notices its parent is gone and stops
         proc.wait(timeout=30)
+
+
+def test_a_request_http_cannot_parse_gets_400_in_the_error_body(server):
+    s = _connect(server)
+    s.sendall(b"GARBAGE /\x00 HTTP/9\r\n\r\n")
+    status, body = _status_and_body(_read_all(s))
+    assert status == 400 and body["error"] == "bad_request", body
