@@ -224,6 +224,12 @@ class Client(_Calls):
     def learners(self) -> dict:
         return self._call("GET", "/learners")["learners"]
 
+    def pin(self, name: str, candidate: int | None) -> dict:
+        """Pin a candidate of an 'auto' model (None: unpin); the model's description."""
+        if candidate is None:
+            return self._call("DELETE", f"/models/{name}/pin", safe=False)
+        return self._call("POST", f"/models/{name}/pin", {"candidate": candidate}, safe=False)
+
     def export_model(self, name: str) -> bytes:
         """The model as bytes (config, learned state, version), for ``import_model``."""
         return self._call("GET", f"/models/{name}/export")
@@ -312,6 +318,12 @@ class AsyncClient(_Calls):
 
     async def learners(self) -> dict:
         return (await self._call("GET", "/learners"))["learners"]
+
+    async def pin(self, name: str, candidate: int | None) -> dict:
+        if candidate is None:
+            return await self._call("DELETE", f"/models/{name}/pin", safe=False)
+        return await self._call("POST", f"/models/{name}/pin", {"candidate": candidate},
+                                safe=False)
 
     async def export_model(self, name: str) -> bytes:
         return await self._call("GET", f"/models/{name}/export")

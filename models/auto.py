@@ -30,8 +30,8 @@ __all__ = ["Auto", "default_candidates"]
 MAX_CANDIDATES = 16
 
 # Learned state of Auto itself (the candidates' arrays are saved under "c<i>." prefixes).
-_OWN = ("n_seen_", "served_", "promotions_", "block_s_", "block_y_", "block_fill_",
-        "ring_u_", "ring_p_", "ring_pos_")
+_OWN = ("n_seen_", "served_", "pinned_", "promotions_", "block_s_", "block_y_",
+        "block_fill_", "ring_u_", "ring_p_", "ring_pos_")
 
 
 def default_candidates(n_features: int) -> list[dict[str, Any]]:
@@ -132,7 +132,8 @@ class Auto(Learner):
 
     State
     -----
-    ``c<i>.<key>``: candidate i's state arrays; ``served_`` (1,) the serving candidate;
+    ``c<i>.<key>``: candidate i's state arrays; ``served_`` (1,) the chosen candidate,
+    ``pinned_`` (1,) the pinned one (-1: none; it serves when set, see :meth:`pin`);
     ``promotions_`` (1,) switches so far; ``block_s_`` (k, block) the open window's
     scores, ``block_y_`` (block,) its labels, ``block_fill_`` (1,) its length;
     ``ring_u_`` (windows, k) U per window and candidate, ``ring_p_`` (windows,) pairs per
@@ -243,6 +244,7 @@ class Auto(Learner):
         state.update({
             "n_seen_": np.zeros(2, np.int64),
             "served_": np.zeros(1, np.int64),
+            "pinned_": np.full(1, -1, np.int64),
             "promotions_": np.zeros(1, np.int64),
             "block_s_": np.zeros((k, block)),
             "block_y_": np.zeros(block, np.int8),
@@ -338,7 +340,7 @@ class Auto(Learner):
             take = min(block - fill, n - pos)
             seg = slice(pos, pos + take)
             if prior.shape[0]:
-                prior[seg] = priors[int(s["served_"][0]), seg]
+                prior[seg] = priors[self.served, seg]
             s["block_s_"][:, fill:fill + take] = priors[:, seg]
             s["block_y_"][fill:fill + take] = y[seg] > 0
             n_pos = int((y[seg] > 0).sum())
@@ -367,7 +369,7 @@ class Auto(Learner):
             return
         quality = self.quality
         best = int(np.argmax(quality))
-        served = int(s["served_"][0])
+        served = self.chosen
         if best != served and quality[best] > quality[served] + self.params["margin"]:
             s["served_"][0] = best
             s["promotions_"][0] += 1
@@ -385,14 +387,38 @@ class Auto(Learner):
         twin.accepts_sparse = self.accepts_sparse
         twin._children = []
         twin._served_snapshot = self._children[self.served].snapshot()
-        twin._state = {k: self._state[k].copy() for k in ("n_seen_", "served_")}
+        twin._state = {k: self._state[k].copy() for k in ("n_seen_", "served_", "pinned_")}
         twin._frozen = True
         return twin
 
     @property
     def served(self) -> int:
-        """Index of the candidate that scores."""
+        """Index of the candidate that scores: the pinned one, else the chosen one."""
+        pinned = int(self._state["pinned_"][0])
+        return pinned if pinned >= 0 else int(self._state["served_"][0])
+
+    @property
+    def chosen(self) -> int:
+        """The candidate the windows choose (the one serving unless one is pinned)."""
         return int(self._state["served_"][0])
+
+    @property
+    def pinned(self) -> int | None:
+        """The pinned candidate, if any."""
+        pinned = int(self._state["pinned_"][0])
+        return None if pinned < 0 else pinned
+
+    def pin(self, candidate: int | None) -> Auto:
+        """Serve ``candidate`` whatever the windows say (None: follow them again). The
+        choice goes on underneath; every candidate keeps learning. A state change like
+        learning: a service applies it at a log position, the same on every replica."""
+        self._check_not_frozen()
+        if candidate is not None and (isinstance(candidate, bool) or
+                                      not 0 <= int(candidate) < len(self._children)):
+            raise ValueError(f"auto: no candidate {candidate!r}; there are "
+                             f"{len(self._children)} (0 to {len(self._children) - 1}).")
+        self._state["pinned_"][0] = -1 if candidate is None else int(candidate)
+        return self
 
     @property
     def promotions(self) -> int:
@@ -450,6 +476,8 @@ class Auto(Learner):
             raise ValueError(f"The {cls.name} state has an unexpected entry {extra[0]!r}.")
         variable = {f"c{i}.{k}" for i, c in enumerate(learner._children)
                     for k in c.variable_shape}
+        if "pinned_" not in state:  # saved before pins existed: none
+            state = {**state, "pinned_": np.full(1, -1, np.int64)}
         for key, fresh in learner._state.items():
             if key not in state:
                 raise ValueError(f"The {cls.name} state has no {key!r} array.")
@@ -481,7 +509,8 @@ class Auto(Learner):
                 check_buffer_state(child.name, child._state, child.n_features)
             child._after_restore()
         k, block, windows = len(self._children), self.params["block"], self.params["windows"]
-        if not (0 <= s["served_"][0] < k and 0 <= s["block_fill_"][0] < block
+        if not (0 <= s["served_"][0] < k and -1 <= s["pinned_"][0] < k
+                and 0 <= s["block_fill_"][0] < block
                 and 0 <= s["ring_pos_"][0] < windows and 0 <= s["ring_pos_"][1] <= windows):
             raise ValueError(f"The {self.name} state has an out-of-range index "
-                             "(served_, block_fill_ or ring_pos_).")
+                             "(served_, pinned_, block_fill_ or ring_pos_).")

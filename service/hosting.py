@@ -248,6 +248,7 @@ class HostedModel:
         # recent refusals by entry start, for the request that appended the entry (which
         # may have been applied by another thread before the request could remember it)
         self._refusals: dict[int, EntryRefused] = {}
+        self._pins: list[tuple[int, int | None]] = []  # 'auto' models: the pin history
         self._snapshot = self._make_snapshot()
 
     # ------------------------------------------------------------------ scoring
@@ -301,9 +302,39 @@ class HostedModel:
         with self.lock:
             self._applying = bool(self._pending)  # this process's own entries wait
             try:
+                self._read_pins(store)  # after this process's own appends
                 self._catch_up(store, upto, metrics)
+                self._pin_at(self.version)
             finally:
                 self._applying = False
+
+    # ------------------------------------------------------------------ pins ('auto')
+    def _read_pins(self, store: Store) -> None:
+        """The pin history of an 'auto' model (others have none to read). Read after the
+        entries it must cover: a pin's position is the log's end when it was set, so any
+        entry read before this call that starts at or after it was appended after it."""
+        if isinstance(self.learner, Auto):
+            self._pins = store.read_pins(self.name)
+
+    def _pin_at(self, position: int) -> None:
+        """Serve what the pins say from ``position`` on (the last pin set at or before
+        it); the same at the same position on every replica."""
+        if not self._pins or not isinstance(self.learner, Auto):
+            return
+        wanted = None
+        for at, candidate in self._pins:
+            if at <= position:
+                wanted = candidate
+        if wanted != self.learner.pinned:
+            self.learner.pin(wanted)
+            self._snapshot = self._make_snapshot()
+
+    def sync_pins(self, store: Store) -> None:
+        """Apply a pin set (here or by another replica) while no entry follows it."""
+        if isinstance(self.learner, Auto):
+            with self.lock:
+                self._read_pins(store)
+                self._pin_at(self.version)
 
     def _catch_up(self, store: Store, upto: int | None, metrics: Metrics | None) -> None:
         """The body of :meth:`catch_up` (the caller holds the lock)."""
@@ -311,9 +342,11 @@ class HostedModel:
         while upto is None or self.version < upto:
             pending = self._pending.pop(self.version, None)
             if pending is not None:
+                self._pin_at(self.version)
                 self._apply(pending[0], pending[1], metrics, own=True)
                 continue
             entries = store.read_log(self.name, self.version, _REPLAY_PAGE)
+            self._read_pins(store)
             if not entries:
                 # No entry after our version: the end of the log, or another replica
                 # checkpointed past us and trimmed the log to its end.
@@ -335,6 +368,7 @@ class HostedModel:
                 if entry.end <= self.version:
                     continue
                 mine = self._pending.pop(entry.start, None)
+                self._pin_at(entry.start)
                 self._apply(entry, mine[1] if mine else decode_batch(entry.payload), metrics,
                             own=mine is not None)
         for start in [s for s in self._pending if s < self.version]:
@@ -525,8 +559,8 @@ class HostedModel:
         lrn = self.learner
         if not isinstance(lrn, Auto):
             return {}
-        return {"serving_candidate": lrn.served, "promotions": lrn.promotions,
-                "candidates": lrn.candidates}
+        return {"serving_candidate": lrn.served, "pinned_candidate": lrn.pinned,
+                "promotions": lrn.promotions, "candidates": lrn.candidates}
 
     def memory_bytes(self) -> int:
         """Bytes this model holds in memory: learner, published snapshot, scaler, rolling
@@ -668,6 +702,23 @@ class ModelHost:
             self.store.create_model(name, config, start=(version, encode_state(state)))
             self._quarantine.pop(name, None)
             return self._load(config)
+
+    def pin(self, name: str, candidate: int | None) -> HostedModel:
+        """Pin (or, with None, unpin) a candidate of an 'auto' model: recorded in the
+        store at the log's end, so every replica applies it at the same position."""
+        model = self.get(name)
+        if not isinstance(model.learner, Auto):
+            raise ModelConfigError(("name",), f"model {name!r} is a {model.config['learner']}"
+                                   " model; only 'auto' models have candidates to pin")
+        n = len(model.learner.candidates)
+        if candidate is not None and not 0 <= candidate < n:
+            raise ModelConfigError(("candidate",), f"model {name!r} has {n} candidates "
+                                   f"(0 to {n - 1}); got {candidate}")
+        self.store.set_pin(name, candidate)
+        model.catch_up(self.store, None, self.metrics)  # up to the pin, then the pin
+        with model.lock:
+            model._publish(force=True)
+        return model
 
     def delete(self, name: str) -> None:
         with self._lock:
@@ -878,14 +929,16 @@ class ModelHost:
                 self._retire(name)  # the new generation is loaded on the next round
             return
         _, _, end = self.store.log_bounds(name)
-        if end > model.version:  # entries of other replicas: the lock only then
-            try:
+        try:
+            if end > model.version:  # entries of other replicas: the lock only then
                 model.catch_up(self.store, None, self.metrics)
-            except _STORE_TROUBLE:
-                raise
-            except Exception as exc:
-                with self._lock:
-                    raise ModelQuarantined(self._quarantine_model(name, config, exc)) from exc
+            else:
+                model.sync_pins(self.store)  # a pin set by another replica, no entry since
+        except _STORE_TROUBLE:
+            raise
+        except Exception as exc:
+            with self._lock:
+                raise ModelQuarantined(self._quarantine_model(name, config, exc)) from exc
 
     def _maintain(self, model: HostedModel, now: float) -> None:
         """Publish, checkpoint and export one model."""

@@ -256,8 +256,11 @@ class ModelInfo(BaseModel):
         "snapshot, scaler, rolling AUC and feature cache (null while quarantined)")
     serving_candidate: int | None = Field(
         None, description="'auto' models: the index of the candidate that scores")
+    pinned_candidate: int | None = Field(
+        None, description="'auto' models: the pinned candidate (POST /models/{name}/pin), "
+        "which serves whatever the windows say; null when none is")
     promotions: int | None = Field(
-        None, description="'auto' models: how many times the serving candidate changed")
+        None, description="'auto' models: how many times the chosen candidate changed")
     candidates: list[CandidateInfo] | None = Field(
         None, description="'auto' models: each candidate and its recent quality")
 
@@ -275,3 +278,9 @@ class ErrorBody(BaseModel):
     error: str = Field(description="a short reason code, e.g. validation_error, not_found")
     message: str
     details: list[ErrorDetail] = Field(default_factory=list)
+
+
+class PinRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    candidate: int = Field(ge=0, description="index into the model's candidates")
+

@@ -75,7 +75,7 @@ def test_candidates_learn_as_alone_and_the_served_one_follows_the_definition(see
     priors = np.array([p for _, p in alone])
     served, promotions = _reference(priors, y, 50, 4, 100, 0.01)
     np.testing.assert_array_equal(prior, priors[served, np.arange(len(y))])
-    assert auto.served == served[-1] and auto.promotions == promotions
+    assert auto.served == served[-1] and auto.promotions == promotions and auto.pinned is None
     assert promotions >= 1, "the stream should make the selection move"
     assert auto.candidates[auto.served]["serving"]
     np.testing.assert_array_equal(auto.score(X[:30]), alone[auto.served][0].score(X[:30]))
@@ -218,3 +218,26 @@ def test_a_failing_candidate_in_parallel_leaves_every_state_as_it_was():
         auto.learn(poisoned, y[400:])
     assert err.value.row == 150
     assert_states_equal(auto.get_state(), before)
+
+
+def test_a_pinned_candidate_serves_and_the_choice_goes_on_underneath():
+    X, y = stream(1234, 8, seed=0, pos_rate=0.2)
+    free = models.create("auto", n_features=8, seed=0, **PARAMS)
+    pinned = models.create("auto", n_features=8, seed=0, **PARAMS).pin(2)
+    free.score_then_learn(X, y)
+    prior_pinned = pinned.score_then_learn(X, y)
+    alone = _alone(8, 0, X, y)
+    np.testing.assert_array_equal(prior_pinned, alone[2][1])  # candidate 2 served throughout
+    assert pinned.served == 2 and pinned.pinned == 2
+    assert pinned.chosen == free.served and pinned.promotions == free.promotions
+    np.testing.assert_array_equal(pinned.score(X[:20]), alone[2][0].score(X[:20]))
+    np.testing.assert_array_equal(pinned.snapshot().score(X[:20]), alone[2][0].score(X[:20]))
+    twin = models.from_state(pinned.get_state())
+    assert twin.pinned == 2
+    pinned.pin(None)
+    assert pinned.served == free.served and pinned.pinned is None
+    with pytest.raises(ValueError, match="no candidate 3; there are 3"):
+        pinned.pin(3)
+    state = free.get_state()
+    del state["pinned_"]  # saved before pins existed
+    assert models.from_state(state).pinned is None

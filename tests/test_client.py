@@ -79,6 +79,8 @@ def test_every_call_of_the_blocking_client(server):
         auto = c.create_model("b", candidates=[{"learner": "cbr_diag_fifo",
                                                 "params": {"C": 0.01}}], features=DENSE)
         assert auto["learner"] == "auto" and auto["serving_candidate"] == 0
+        assert c.pin("b", 0)["pinned_candidate"] == 0
+        assert c.pin("b", None)["pinned_candidate"] is None
         blob = c.export_model("a")
         assert isinstance(blob, bytes)
         copy = c.import_model(blob, name="a2")

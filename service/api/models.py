@@ -11,7 +11,14 @@ from fastapi.concurrency import run_in_threadpool
 from aucstream import models as learners
 
 from ..hosting import ModelConfigError, ModelHost, ModelQuarantined, build_config
-from ..schemas import MODEL_NAME, CreateModelRequest, ErrorBody, ModelInfo, ModelList
+from ..schemas import (
+    MODEL_NAME,
+    CreateModelRequest,
+    ErrorBody,
+    ModelInfo,
+    ModelList,
+    PinRequest,
+)
 from .deps import HostDep, ReadAuth, SettingsDep, WriteAuth, read_body
 
 router = APIRouter(tags=["models"])
@@ -129,5 +136,23 @@ async def import_model(request: Request, host: HostDep, settings: SettingsDep,
     foreign export is a 422 saying what is wrong; nothing is created."""
     blob = await read_body(request, settings.max_body_bytes)
     model = await run_in_threadpool(host.import_model, blob, name)
+    return model.info()
+
+
+@router.post("/models/{name}/pin", response_model=ModelInfo, dependencies=[WriteAuth],
+             responses={**_ERRORS})
+async def pin_candidate(name: ModelName, req: PinRequest, host: HostDep) -> Any:
+    """Pin a candidate of an 'auto' model: it serves (and ranks the prequential scores)
+    whatever the windows say, from the log's current position on, on every replica; the
+    choice goes on underneath. ``DELETE`` on the same path unpins."""
+    model = await run_in_threadpool(host.pin, name, req.candidate)
+    return model.info()
+
+
+@router.delete("/models/{name}/pin", response_model=ModelInfo, dependencies=[WriteAuth],
+               responses={**_ERRORS})
+async def unpin_candidate(name: ModelName, host: HostDep) -> Any:
+    """Let the windows choose the serving candidate again."""
+    model = await run_in_threadpool(host.pin, name, None)
     return model.info()
 

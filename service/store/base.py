@@ -173,6 +173,16 @@ class Store(Protocol):
         ``keep_ids`` events before the checkpoint and of every event after it.
         """
 
+    def set_pin(self, name: str, candidate: int | None) -> int:
+        """Record that from the log's current end on, an 'auto' model serves ``candidate``
+        (None: its own choice again); return that position. Atomic with appends: every
+        entry appended later starts at or after it. Raise ModelNotFound."""
+        raise NotImplementedError
+
+    def read_pins(self, name: str) -> list[tuple[int, int | None]]:
+        """Every pin recorded, oldest first: (position, candidate or None)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Release connections."""
 

@@ -67,11 +67,11 @@ from aucstream.service.store.base import (
 
 __all__ = ["RedisStore"]
 
-# KEYS: config, meta, log, ids, ckpt. ARGV: config json, created_at, log start (0, or the
+# KEYS: config, meta, log, ids, ckpt, pins. ARGV: config json, created_at, log start (0, or the
 # version of an imported checkpoint), that checkpoint's blob ("" for none).
 _CREATE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
 redis.call('HSET', KEYS[2], 'end', ARGV[3])
 if ARGV[3] ~= '0' or ARGV[4] ~= '' then
@@ -80,11 +80,26 @@ end
 return 1
 """
 
-# KEYS: config, meta, log, ids, ckpt.
+# KEYS: config, meta, log, ids, ckpt, pins.
 _DELETE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 return 1
+"""
+
+# KEYS: config, meta, pins. ARGV: candidate (-1: none). The pin takes effect at the log's
+# end: atomic with appends, so every entry after it was appended after the pin.
+_SET_PIN = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local e = redis.call('HGET', KEYS[2], 'end') or '0'
+redis.call('RPUSH', KEYS[3], e .. ':' .. ARGV[1])
+return tonumber(e)
+"""
+
+# KEYS: config, pins. Returns nil if no model, else the "at:candidate" strings.
+_READ_PINS = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('LRANGE', KEYS[2], 0, -1)
 """
 
 # KEYS: config, meta, log, ids, token. ARGV: payload, msgpack array of the ids (false =
@@ -269,6 +284,8 @@ class RedisStore:
         self._save_ckpt = client.register_script(_SAVE_CKPT)
         self._load_ckpt = client.register_script(_LOAD_CKPT)
         self._trim = client.register_script(_TRIM)
+        self._set_pin = client.register_script(_SET_PIN)
+        self._read_pins = client.register_script(_READ_PINS)
 
     @classmethod
     def from_url(
@@ -345,7 +362,7 @@ class RedisStore:
 
     def create_model(self, name: str, config: dict[str, Any],
                      start: tuple[int, bytes] | None = None) -> None:
-        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt")
+        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins")
         text = json.dumps(config)
         version, blob = (0, b"") if start is None else (check_position(start[0], "version"),
                                                        bytes(start[1]))
@@ -375,7 +392,7 @@ class RedisStore:
         return [n for n, ok in zip(names, alive, strict=True) if ok]
 
     def delete_model(self, name: str) -> None:
-        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt")
+        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins")
         with self._guard("delete_model"):
             if not self._delete(keys=keys):
                 self._not_found(name)
@@ -436,6 +453,26 @@ class RedisStore:
     def _unavailable(self, what: str, exc: Exception) -> StoreUnavailable:
         return StoreUnavailable(
             f"Redis at {self._where} unavailable ({what}): {type(exc).__name__}: {exc}")
+
+    def set_pin(self, name: str, candidate: int | None) -> int:
+        keys = self._keys(name, "config", "meta", "pins")
+        with self._guard("set_pin"):
+            at = self._set_pin(keys=keys, args=[-1 if candidate is None else int(candidate)])
+        if at == -1:
+            self._not_found(name)
+        return int(at)
+
+    def read_pins(self, name: str) -> list[tuple[int, int | None]]:
+        keys = self._keys(name, "config", "pins")
+        with self._guard("read_pins"):
+            raw = self._read_pins(keys=keys)
+        if raw is None:
+            self._not_found(name)
+        out = []
+        for item in raw:
+            at, _, cand = (item.decode() if isinstance(item, bytes) else item).partition(":")
+            out.append((int(at), None if int(cand) < 0 else int(cand)))
+        return out
 
     def release_ids(self, name: str, start: int, end: int) -> None:
         keys = self._keys(name, "config", "ids")

@@ -74,6 +74,13 @@ _SCHEMA = (
         PRIMARY KEY (model, event_id)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS event_ids_pos ON event_ids (model, pos)",
+    """CREATE TABLE IF NOT EXISTS pins (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        model INTEGER NOT NULL,
+        at_pos INTEGER NOT NULL,
+        candidate INTEGER
+    )""",
+    "CREATE INDEX IF NOT EXISTS pins_model ON pins (model, seq)",
     """CREATE TABLE IF NOT EXISTS checkpoints (
         model INTEGER PRIMARY KEY,
         version INTEGER NOT NULL,
@@ -291,7 +298,7 @@ class SqliteStore:
         check_name(name)
         with self._guard("delete_model"), self._tx() as c:
             mid, _ = self._model(c, name)
-            for table in ("log", "event_ids", "checkpoints"):
+            for table in ("log", "event_ids", "checkpoints", "pins"):
                 c.execute(f"DELETE FROM {table} WHERE model = ?", (mid,))
             c.execute("DELETE FROM models WHERE id = ?", (mid,))
 
@@ -428,6 +435,22 @@ class SqliteStore:
             (mid, end, start, data, ",".join(map(str, skip))),
         )
         c.execute("UPDATE models SET log_end = ? WHERE id = ?", (end, mid))
+
+    def set_pin(self, name: str, candidate: int | None) -> int:
+        check_name(name)
+        with self._guard("set_pin"), self._tx() as c:
+            mid, end = self._model(c, name)
+            c.execute("INSERT INTO pins (model, at_pos, candidate) VALUES (?, ?, ?)",
+                      (mid, end, candidate))
+        return end
+
+    def read_pins(self, name: str) -> list[tuple[int, int | None]]:
+        check_name(name)
+        with self._guard("read_pins"), self._tx("DEFERRED") as c:
+            mid, _ = self._model(c, name)
+            rows = c.execute("SELECT at_pos, candidate FROM pins WHERE model = ? ORDER BY seq",
+                             (mid,)).fetchall()
+        return [(int(a), None if b is None else int(b)) for a, b in rows]
 
     def release_ids(self, name: str, start: int, end: int) -> None:
         check_name(name)

@@ -133,3 +133,55 @@ def test_an_auto_model_restarts_bit_identical(app_client):
     assert again["candidates"] == info["candidates"]
     assert again["serving_candidate"] == info["serving_candidate"]
     np.testing.assert_equal(again["events"], info["events"])
+
+
+def test_a_pin_takes_effect_at_the_same_position_on_every_replica(app_client):
+    a = app_client(checkpoint_every=200)
+    spec = {"name": "p", "candidates": CANDS, "params": OWN,
+            "features": {"kind": "dense", "dim": 8}}
+    assert a.post("/models", json=spec).status_code == 201
+    b = app_client(checkpoint_every=200)  # a replica
+    X, y = stream(1200, 8, seed=6, pos_rate=0.2)
+    a.post("/learn", json={"model": "p", "events": _events(X[:400], y[:400])})
+    r = a.post("/models/p/pin", json={"candidate": 2})
+    assert r.status_code == 200 and r.json()["pinned_candidate"] == 2
+    assert r.json()["serving_candidate"] == 2
+    probe = {"model": "p", "items": [{"x": x.tolist()} for x in X[:10]]}
+    # the replica serves the pinned candidate too, before any further entry
+    _wait(lambda: b.get("/models/p").json()["pinned_candidate"] == 2)
+    _wait(lambda: b.post("/score", json=probe).json() == a.post("/score", json=probe).json())
+    for k in range(400, 1200, 200):  # learning through both replicas
+        c = a if k % 400 else b
+        body = {"model": "p", "events": _events(X[k:k + 200], y[k:k + 200])}
+        assert c.post("/learn", json=body).status_code == 200
+    _wait(lambda: b.get("/models/p").json()["version"] == 1200)
+    _wait(lambda: a.get("/models/p").json()["version"] == 1200)
+    ia, ib = a.get("/models/p").json(), b.get("/models/p").json()
+    for key in ("candidates", "serving_candidate", "pinned_candidate", "rolling_auc"):
+        assert ia[key] == ib[key], key
+    # the library, pinned at event 400, gives the same model
+    ref = models.create("auto", n_features=8, seed=0, **PARAMS)
+    ref.learn(X[:400], y[:400])
+    ref.pin(2)
+    ref.learn(X[400:], y[400:])
+    assert a.post("/score", json=probe).json()["scores"] == ref.score(X[:10]).tolist()
+    restarted = app_client(checkpoint_every=200)
+    _wait(lambda: restarted.get("/models/p").json()["version"] == 1200)
+    assert restarted.get("/models/p").json()["pinned_candidate"] == 2
+    r = a.delete("/models/p/pin")
+    assert r.status_code == 200 and r.json()["pinned_candidate"] is None
+    assert r.json()["serving_candidate"] == ref.chosen
+    _wait(lambda: b.get("/models/p").json()["pinned_candidate"] is None)
+
+
+def test_pinning_is_for_auto_models_and_existing_candidates(client):
+    client.post("/models", json={"name": "plain", "learner": "cbr_fifo",
+                                 "features": {"kind": "dense", "dim": 3}})
+    r = client.post("/models/plain/pin", json={"candidate": 0})
+    assert r.status_code == 422 and "only 'auto' models" in r.json()["message"]
+    client.post("/models", json={"name": "au", "candidates": CANDS,
+                                 "features": {"kind": "dense", "dim": 8}})
+    r = client.post("/models/au/pin", json={"candidate": 3})
+    assert r.status_code == 422 and "has 3 candidates (0 to 2)" in r.json()["message"]
+    assert client.post("/models/au/pin", json={"candidate": -1}).status_code == 422
+    assert client.post("/models/nope/pin", json={"candidate": 0}).status_code == 404

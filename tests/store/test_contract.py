@@ -283,6 +283,24 @@ def test_a_model_created_from_a_checkpoint_starts_its_log_there(store: Store) ->
     assert store.log_bounds("imp") == (0, 0, 0) and store.load_checkpoint("imp") is None
 
 
+def test_pins_take_effect_at_the_log_end_and_go_with_the_model(store: Store) -> None:
+    store.create_model("p", {})
+    assert store.read_pins("p") == []
+    store.append("p", b"a", [None] * 3)
+    assert store.set_pin("p", 2) == 3
+    store.append("p", b"b", [None] * 2)
+    assert store.set_pin("p", None) == 5
+    assert store.set_pin("p", 0) == 5
+    assert store.read_pins("p") == [(3, 2), (5, None), (5, 0)]
+    with pytest.raises(ModelNotFound):
+        store.set_pin("nope", 1)
+    with pytest.raises(ModelNotFound):
+        store.read_pins("nope")
+    store.delete_model("p")
+    store.create_model("p", {})
+    assert store.read_pins("p") == []  # a new generation starts unpinned
+
+
 def test_trim_never_passes_the_checkpoint(store: Store, model: str) -> None:
     for i in range(3):
         store.append(model, b"%d" % i, ids(f"e{i}-", 2))

@@ -70,7 +70,7 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
     store.save_checkpoint(name, 1, b"s")
     r = redis_cluster.nodes[0].client()
     try:
-        suffixes = ("config", "meta", "log", "ids", "ckpt", "tok:" + "0" * 32)
+        suffixes = ("config", "meta", "log", "ids", "ckpt", "pins", "tok:" + "0" * 32)
         slots = {r.cluster("KEYSLOT", f"slot:{{{name}}}:{x}") for x in suffixes}
         assert len(slots) == 1
         assert store.read_log(name, 0)[0].payload == b"p"
