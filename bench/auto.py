@@ -193,6 +193,14 @@ class _River:
             self.model.learn_one(x, t == 1)
 
 
+# --defaults: single-learner defaults before and after a change, on the same streams.
+DEFAULT_CHANGES = [
+    ("fcbr_fifo σ=1, raw rows (old default)", "fcbr_fifo", {"normalize": False}),
+    ("fcbr_fifo σ=1, unit rows (new default)", "fcbr_fifo", {"normalize": True}),
+    ("fcbr_fifo σ=10, raw rows", "fcbr_fifo", {"normalize": False, "sigma": 10.0}),
+]
+
+
 def methods_for(d: int) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, learner, params) of every method run on a stream of dimension d."""
     out = [("auto", "auto", {})]
@@ -222,7 +230,7 @@ def run_one(stream: dict[str, Any], label: str, learner: str,
     X, y, n = _load(stream)
     d = stream["n_features"]
     method = _make(learner, params, d)
-    scaler = StandardScaler(d) if stream["kind"] == "dense" else None
+    scaler = StandardScaler(d) if stream["kind"] == "dense" and not _RAW else None
     served = np.empty(n)
     batch_aucs: list[float] = []
     failed = None
@@ -329,6 +337,48 @@ def write(results: list[dict[str, Any]], text: str) -> None:
     RESULTS_MD.write_text(md)
 
 
+def _defaults(names: list[str], args: Any) -> int:
+    """Served quality of each DEFAULT_CHANGES row on every dataset, fed raw."""
+    global _RAW
+    _RAW = True
+    with tempfile.TemporaryDirectory(prefix="aucstream-defaults-") as tmp:
+        streams = [s for n in names if (s := _dataset(n, Path(tmp))) is not None]
+        tasks = [(s, *m) for s in streams for m in DEFAULT_CHANGES]
+        with ProcessPoolExecutor(args.jobs, initializer=_set_raw) as pool:
+            results = list(pool.map(_task, tasks))
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    labels = [m[0] for m in DEFAULT_CHANGES]
+    lines = [f"{when}; `python -m bench.auto --defaults`; datasets of at least {MIN_ROWS:,} "
+             f"rows, shuffled once (seed 0), fed raw (no standardisation), batches of "
+             f"{BATCH}: served quality (stream AUC)", "",
+             "| dataset | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for st in dict.fromkeys(r["stream"] for r in results):
+        row = {r["method"]: r for r in results if r["stream"] == st}
+        lines.append(f"| {st} | " + " | ".join(
+            f"{_fmt(row[m]['served_quality'])} ({_fmt(row[m]['stream_auc'])})"
+            for m in labels) + " |")
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        md = RESULTS_MD.read_text()
+        b, e = "<!-- defaults:begin -->", "<!-- defaults:end -->"
+        block = f"{b}\n{text}\n{e}"
+        if b in md:
+            md = md[:md.index(b)] + block + md[md.index(e) + len(e):]
+        else:
+            md = md.rstrip() + "\n\n## Single-learner defaults (issue 11)\n\n" + block + "\n"
+        RESULTS_MD.write_text(md)
+    return 0
+
+
+_RAW = False  # --defaults: datasets fed as they are
+
+
+def _set_raw() -> None:
+    global _RAW
+    _RAW = True
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(prog="python -m bench.auto", description=__doc__.split("\n")[0])
@@ -337,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--datasets", nargs="*", default=None, help="default: every one ≥ 2,000 rows")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--defaults", action="store_true",
+                   help="compare single-learner defaults (DEFAULT_CHANGES) on the datasets, "
+                   "as they arrive raw (no standardisation)")
     p.add_argument("--write", action="store_true")
     args = p.parse_args(argv)
     n_ad = args.adclick_events or (100_000 if args.quick else 1_000_000)
@@ -345,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     names = args.datasets if args.datasets is not None else datasets.available()
     if args.quick and args.datasets is None:
         names = ["segment", "spambase", "phishing", "svmguide1"]
+    if args.defaults:
+        return _defaults(names, args)
     with tempfile.TemporaryDirectory(prefix="aucstream-auto-") as tmp:
         into = Path(tmp)
         streams = []

@@ -170,7 +170,7 @@ def table_config(key: str, quick: bool = False) -> Table:
                      [DataRef(n) for n in names], methods)
     if key == "d52":
         cbr = {"capacity": 50, "eta": 0.7}
-        fcbr = {**cbr, "n_components": 150, "sigma": 100.0}
+        fcbr = {**cbr, "n_components": 150, "sigma": 100.0, "normalize": False}  # the paper
         foam = {"capacity": 100, "n_components": 150, "sigma": 100.0, "normalize": False}
         methods = [
             Method("oam_seq", "oam_seq", {"capacity": 100}, {"C": g}),

@@ -185,7 +185,11 @@ def _fresh_oracle(lrn) -> Oracle:
             ref = CBRRef(theta.shape[0] * 2, step_scale=p["mean_step_scale"], **common)
             ref.buffers.rng = lrn.get_state()["rng_"].copy()  # θ was drawn first
 
-            def step(x, t, ref=ref, theta=theta):
+            unit = p["normalize"]
+
+            def step(x, t, ref=ref, theta=theta, unit=unit):
+                if unit:
+                    x = x / np.linalg.norm(x)
                 ref.learn_one(rff_sincos(x[None], theta)[0], t)
 
             return Oracle(ref, step, lambda: ref.mu)

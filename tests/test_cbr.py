@@ -141,18 +141,18 @@ def test_diag_cbr_matches_the_reference(kind, mode, storage):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "rs"])
-@pytest.mark.parametrize("step", [1.0, 0.5])
+@pytest.mark.parametrize(("step", "normalize"), [(1.0, True), (0.5, False), (1.0, False)])
 @pytest.mark.parametrize("m", [12, CBR_PRODUCTS_MIN_DIM // 2])  # direct Σz; buffered Σb
-def test_fcbr_matches_the_reference(kind, step, m):
+def test_fcbr_matches_the_reference(kind, step, normalize, m):
     X, y = stream(250, 3, seed=8)
     lrn = models.create(f"fcbr_{kind}", n_features=3, seed=6, C=0.3, capacity=9,
-                        n_components=m, sigma=1.5, mean_step_scale=step)
+                        n_components=m, sigma=1.5, mean_step_scale=step, normalize=normalize)
     theta = lrn.get_state()["theta_"]
     ref = CBRRef(2 * m, C=0.3, eta=0.7, capacity=9, policy=POLICY[kind], seed=6, step_scale=step)
     # θ is drawn first from the same generator that the reservoir then continues.
     ref.buffers.rng = lrn.get_state()["rng_"].copy()
     lrn.learn(X, y)
-    Z = rff_sincos(X, theta)
+    Z = rff_sincos(X / np.linalg.norm(X, axis=1, keepdims=True) if normalize else X, theta)
     for z, t in zip(Z, y, strict=True):
         ref.learn_one(z, t)
     st_ = lrn.get_state()
