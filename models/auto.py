@@ -23,7 +23,7 @@ from ._config import MAX_FEATURES_SPARSE, SPARSE_STORAGE_THRESHOLD
 from ._memory import array_bytes
 from ._validation import Batch, Interval, Options, Param, Text
 from .auc import u_statistic
-from .base import STATE_VERSION, Learner, _lookup, available, register
+from .base import Learner, _lookup, available, register
 
 __all__ = ["Auto", "default_candidates"]
 
@@ -457,44 +457,14 @@ class Auto(Learner):
 
     # ----------------------------------------------------------------- state
     @classmethod
-    def _from_state(cls, state: dict[str, Any]) -> Learner:
-        if state.get("state_version") != STATE_VERSION:
-            raise ValueError(
-                f"Unsupported state_version {state.get('state_version')!r} for {cls.name} "
-                f"(this build reads version {STATE_VERSION})."
-            )
-        for key in ("n_features", "seed", *cls.param_table):
-            if key not in state:
-                what = "entry" if key in ("n_features", "seed") else "parameter"
-                raise ValueError(f"The {cls.name} state has no {key!r} {what}.")
-        learner = cls(n_features=state["n_features"], seed=state["seed"],
-                      **{k: state[k] for k in cls.param_table})
-        expected = {"learner", "state_version", "n_features", "seed", *cls.param_table,
-                    *learner._state}
-        extra = sorted(set(state) - expected)
-        if extra:
-            raise ValueError(f"The {cls.name} state has an unexpected entry {extra[0]!r}.")
-        variable = {f"c{i}.{k}" for i, c in enumerate(learner._children)
-                    for k in c.variable_shape}
+    def _upgrade(cls, state: dict[str, Any]) -> dict[str, Any]:
         if "pinned_" not in state:  # saved before pins existed: none
             state = {**state, "pinned_": np.full(1, -1, np.int64)}
-        for key, fresh in learner._state.items():
-            if key not in state:
-                raise ValueError(f"The {cls.name} state has no {key!r} array.")
-            arr = np.asarray(state[key])
-            if arr.dtype != fresh.dtype or arr.ndim != fresh.ndim:
-                raise ValueError(
-                    f"The {cls.name} state array {key!r} must be {fresh.dtype} with "
-                    f"{fresh.ndim} dimensions; got {arr.dtype} with {arr.ndim}."
-                )
-            if arr.shape != fresh.shape and key not in variable:
-                raise ValueError(
-                    f"The {cls.name} state array {key!r} must have shape {fresh.shape}; "
-                    f"got {arr.shape}."
-                )
-            learner._state[key] = np.array(arr, copy=True, order="C")
-        learner._after_restore()
-        return learner
+        return state
+
+    def _variable_keys(self) -> frozenset[str]:
+        return frozenset(f"c{i}.{k}" for i, c in enumerate(self._children)
+                         for k in c.variable_shape)
 
     def _after_restore(self) -> None:
         """Hand the restored arrays to the candidates, and check what Auto indexes."""

@@ -340,6 +340,7 @@ class Learner:
 
     @classmethod
     def _from_state(cls, state: dict[str, Any]) -> Learner:
+        state = cls._upgrade(state)
         if state.get("state_version") != STATE_VERSION:
             raise ValueError(
                 f"Unsupported state_version {state.get('state_version')!r} for {cls.name} "
@@ -366,7 +367,7 @@ class Learner:
                     f"The {cls.name} state array {key!r} must be {fresh.dtype} with "
                     f"{fresh.ndim} dimensions; got {arr.dtype} with {arr.ndim}."
                 )
-            if arr.shape != fresh.shape and key not in cls.variable_shape:
+            if arr.shape != fresh.shape and key not in learner._variable_keys():
                 raise ValueError(
                     f"The {cls.name} state array {key!r} must have shape {fresh.shape}; "
                     f"got {arr.shape}."
@@ -379,6 +380,15 @@ class Learner:
 
     def _after_restore(self) -> None:
         """Hook for learners that keep derived, unsaved caches."""
+
+    @classmethod
+    def _upgrade(cls, state: dict[str, Any]) -> dict[str, Any]:
+        """Hook: a state saved by an earlier build, brought to this one's layout."""
+        return state
+
+    def _variable_keys(self) -> frozenset[str]:
+        """State arrays whose shape may differ from a fresh learner's."""
+        return self.variable_shape
 
     # ----------------------------------------------------------------- helpers
     def _dense_rows(self, batch: Batch) -> np.ndarray:
