@@ -48,6 +48,7 @@ import numpy as np
 from aucstream import models
 from aucstream.models.auto import default_candidates
 from aucstream.models.preprocessing import StandardScaler
+from loadtest.bench_service import write_marked
 
 HERE = Path(__file__).resolve().parent
 RESULTS_MD = HERE / "RESULTS.md"
@@ -327,14 +328,8 @@ def _header(argv: list[str], n_adclick: int) -> str:
 def write(results: list[dict[str, Any]], text: str) -> None:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "auto.json").write_text(json.dumps(results, indent=1) + "\n")
-    md = RESULTS_MD.read_text()
-    block = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in md:
-        md = md[:md.index(BEGIN)] + block + md[md.index(END) + len(END):]
-    else:
-        md = md.rstrip() + "\n\n## Served quality without tuning: `auto` (issue 11)\n\n" \
-            + block + "\n"
-    RESULTS_MD.write_text(md)
+    write_marked(RESULTS_MD, BEGIN, END, "## Served quality without tuning: `auto` (issue 11)",
+                 text)
 
 
 def _defaults(names: list[str], args: Any) -> int:
@@ -360,14 +355,8 @@ def _defaults(names: list[str], args: Any) -> int:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        md = RESULTS_MD.read_text()
-        b, e = "<!-- defaults:begin -->", "<!-- defaults:end -->"
-        block = f"{b}\n{text}\n{e}"
-        if b in md:
-            md = md[:md.index(b)] + block + md[md.index(e) + len(e):]
-        else:
-            md = md.rstrip() + "\n\n## Single-learner defaults (issue 11)\n\n" + block + "\n"
-        RESULTS_MD.write_text(md)
+        write_marked(RESULTS_MD, "<!-- defaults:begin -->", "<!-- defaults:end -->",
+                     "## Single-learner defaults (issue 11)", text)
     return 0
 
 

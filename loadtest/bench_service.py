@@ -184,6 +184,16 @@ def replace_between(text: str, start: str, end: str, body: str) -> str | None:
     return text[: i + len(start)] + "\n" + body.strip("\n") + "\n" + text[j:]
 
 
+def write_marked(path: Path, start: str, end: str, heading: str, body: str) -> None:
+    """Put ``body`` between the markers in the markdown file ``path``; where they are
+    absent, append them under ``heading`` (a ``## `` line)."""
+    text = path.read_text() if path.exists() else "# Results\n"
+    new = replace_between(text, start, end, body)
+    if new is None:
+        new = text.rstrip("\n") + f"\n\n{heading}\n\n{start}\n{body.strip(chr(10))}\n{end}\n"
+    path.write_text(new)
+
+
 def store_block_markers(store: str) -> tuple[str, str]:
     return f"<!-- service:{store}:start -->", f"<!-- service:{store}:end -->"
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from aucstream import models
+from loadtest.bench_service import write_marked
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "RESULTS.md"
@@ -125,13 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        md = RESULTS.read_text()
-        block = f"{BEGIN}\n{text}\n{END}"
-        if BEGIN in md:
-            md = md[:md.index(BEGIN)] + block + md[md.index(END) + len(END):]
-        else:
-            md = md.rstrip() + "\n\n## Cold start (issue 14)\n\n" + block + "\n"
-        RESULTS.write_text(md)
+        write_marked(RESULTS, BEGIN, END, "## Cold start (issue 14)", text)
     return 0
 
 

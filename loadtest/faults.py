@@ -60,7 +60,7 @@ from loadtest.bench_service import (
     code_version,
     cpu_model,
     markdown_table,
-    replace_between,
+    write_marked,
 )
 
 __all__ = ["SCENARIOS", "Options", "Row", "main", "report", "run", "targets"]
@@ -236,12 +236,7 @@ def preamble() -> str:
 
 
 def write_results(path: Path, body: str) -> None:
-    text = path.read_text() if path.exists() else "# Results\n"
-    section = preamble() + "\n\n" + body
-    new = replace_between(text, BEGIN, END, section)
-    if new is None:
-        new = text.rstrip("\n") + f"\n\n{HEADING}\n\n{BEGIN}\n{section}\n{END}\n"
-    path.write_text(new)
+    write_marked(path, BEGIN, END, HEADING, preamble() + "\n\n" + body)
 
 
 # ---------------------------------------------------------------------------- main
