@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from aucstream.service.hosting import take_rows
 from loadtest._faults_load import MARK, Req
 
-__all__ = ["ModelAudit", "audit_model", "markers_of", "take_rows"]
+__all__ = ["ModelAudit", "audit_model", "markers_of"]
 
 
 def markers_of(X: Any, mark_index: int | None) -> np.ndarray:
@@ -45,20 +46,6 @@ def markers_of(X: Any, mark_index: int | None) -> np.ndarray:
         k = np.rint(v / MARK)
         ok = np.isfinite(k) & (k >= 1) & (np.abs(v / MARK - k) < 1e-3)
     return np.where(ok, k, -1).astype(np.int64)
-
-
-def take_rows(X: Any, keep: np.ndarray) -> Any:
-    """The rows of a dense or CSR batch where ``keep`` is True."""
-    if isinstance(X, np.ndarray):
-        return X[keep]
-    indptr, indices, values = X
-    rows = np.flatnonzero(keep)
-    lengths = np.diff(indptr)[rows]
-    ptr = np.zeros(rows.size + 1, np.int64)
-    np.cumsum(lengths, out=ptr[1:])
-    take = (np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows]) if rows.size
-            else np.zeros(0, np.int64))
-    return ptr, indices[take], values[take]
 
 
 @dataclass

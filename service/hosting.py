@@ -57,6 +57,7 @@ __all__ = [
     "Quarantined",
     "Snapshot",
     "TooManyModels",
+    "take_rows",
 ]
 
 log = logging.getLogger("aucstream.hosting")
@@ -391,7 +392,7 @@ class HostedModel:
             keep = np.ones(y.shape[0], bool)
             keep[list(entry.skip)] = False
             rows = np.flatnonzero(keep)
-            y, X = y[keep], _take_rows(X, keep)
+            y, X = y[keep], take_rows(X, keep)
         promoted = getattr(self.learner, "promotions", 0)
         try:
             prior = self._learn(X, y)
@@ -573,7 +574,8 @@ class HostedModel:
         return total
 
 
-def _take_rows(X: Any, keep: np.ndarray) -> Any:
+def take_rows(X: Any, keep: np.ndarray) -> Any:
+    """The rows of a dense or CSR batch where ``keep`` is True."""
     if isinstance(X, np.ndarray):
         return X[keep]
     indptr, indices, values = X
@@ -644,12 +646,7 @@ class ModelHost:
     # ------------------------------------------------------------------ lifecycle
     def create(self, config: dict[str, Any]) -> HostedModel:
         with self._lock:
-            # Checked here, not in the store's create: replicas creating at the same
-            # moment can each pass it by one, which bounds the overshoot by the replicas.
-            if len(self.store.list_models()) >= self.settings.max_models:
-                raise TooManyModels(
-                    f"The store holds {self.settings.max_models} models, the limit "
-                    "(AUCSTREAM_MAX_MODELS); delete one first.")
+            self._check_room()
             self.store.create_model(config["name"], config)
             self._quarantine.pop(config["name"], None)
             model = self._new_model(config)
@@ -695,10 +692,7 @@ class ModelHost:
         except Exception as exc:  # whatever a foreign or damaged state raises
             raise ImportRefused(f"the export's state does not restore: {exc}") from None
         with self._lock:
-            if len(self.store.list_models()) >= self.settings.max_models:
-                raise TooManyModels(
-                    f"The store holds {self.settings.max_models} models, the limit "
-                    "(AUCSTREAM_MAX_MODELS); delete one first.")
+            self._check_room()
             self.store.create_model(name, config, start=(version, encode_state(state)))
             self._quarantine.pop(name, None)
             return self._load(config)
@@ -719,6 +713,15 @@ class ModelHost:
         with model.lock:
             model._publish(force=True)
         return model
+
+    def _check_room(self) -> None:
+        """Refuse one model more than AUCSTREAM_MAX_MODELS (caller holds the host lock).
+        Checked here, not in the store's create: replicas creating at the same moment can
+        each pass it by one, which bounds the overshoot by the replicas."""
+        if len(self.store.list_models()) >= self.settings.max_models:
+            raise TooManyModels(
+                f"The store holds {self.settings.max_models} models, the limit "
+                "(AUCSTREAM_MAX_MODELS); delete one first.")
 
     def delete(self, name: str) -> None:
         with self._lock:
