@@ -18,7 +18,13 @@ def _numba_cache_keyed_on_sources() -> None:
     uses numba. Numba checks a cached kernel against its own file only: a kernel that
     inlines a helper from another module would keep the helper's old code after an edit.
     A new key on any edit makes the run compile afresh. Set before numba is imported
-    (servers the tests start inherit it); other keys' folders are removed."""
+    (servers the tests start inherit it); other keys' folders are removed.
+    AUCSTREAM_TEST_NUMBA_CACHE_DIR names a folder to use instead, untouched (for
+    several people testing one checkout at once, who would remove each other's)."""
+    own = os.environ.get("AUCSTREAM_TEST_NUMBA_CACHE_DIR")
+    if own:  # a developer's own folder, e.g. one per concurrent checkout user; kept as is
+        os.environ["NUMBA_CACHE_DIR"] = own
+        return
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
     for path in sorted([*root.glob("models/**/*.py"), *root.glob("service/**/*.py")]):
