@@ -53,7 +53,8 @@ def _check_against_reference(lrn, ref, avg_rtol=1e-9):
 @pytest.mark.parametrize("seed", [20, 22])
 def test_dense_storage_matches_the_reference(normalize, seed):
     X, y = _ref_stream(seed)
-    lrn = models.create("solam", n_features=7, storage="dense", normalize=normalize)
+    lrn = models.create("solam", n_features=7, storage="dense", normalize=normalize,
+                        zeta=10.0, R=10.0)
     lrn.learn(dense_to_csr(X[:150]), y[:150]).learn(X[150:], y[150:])
     ref = SOLAMReference(7, zeta=10.0, R=10.0, normalize=normalize).learn(X, y)
     _check_against_reference(lrn, ref)
@@ -66,7 +67,8 @@ def test_dense_storage_matches_the_reference(normalize, seed):
 @pytest.mark.parametrize("seed", [20, 22])
 def test_sparse_storage_matches_the_reference(normalize, seed):
     X, y = _ref_stream(seed)
-    lrn = models.create("solam", n_features=7, storage="sparse", normalize=normalize)
+    lrn = models.create("solam", n_features=7, storage="sparse", normalize=normalize,
+                        zeta=10.0, R=10.0)
     lrn.learn(dense_to_csr(X[:150]), y[:150]).learn(X[150:], y[150:])
     ref = SOLAMReference(7, zeta=10.0, R=10.0, normalize=normalize).learn(X, y)
     _check_against_reference(lrn, ref, avg_rtol=LAZY_AVG_RTOL)
@@ -86,7 +88,8 @@ def test_lazy_algebra_is_exact_with_frequent_folds(normalize, monkeypatch):
     monkeypatch.setattr(solam_module, "SOLAM_MIN_SCALE", 1e-2)
     X, y = _ref_stream(24)
     X[:, 0] *= 5.0  # large rows: the projection shrinks σ often, so folds happen
-    lrn = models.create("solam", n_features=7, storage="sparse", normalize=normalize)
+    lrn = models.create("solam", n_features=7, storage="sparse", normalize=normalize,
+                        zeta=10.0, R=10.0)
     lrn.learn(X[:200], y[:200]).learn(X[200:], y[200:])
     ref = SOLAMReference(7, zeta=10.0, R=10.0, normalize=normalize).learn(X, y)
     _check_against_reference(lrn, ref)
@@ -228,7 +231,7 @@ def test_no_learning_while_only_one_class_has_been_seen(storage):
         assert not st_["aba_"].any() and not st_["aba_bar_"].any()
         assert not lrn.weights("last").any() and not lrn.weights("average").any()
         assert not lrn.score(X).any()
-        gammas = 10.0 / np.sqrt(np.arange(1, 41))
+        gammas = lrn.params["zeta"] / np.sqrt(np.arange(1, 41))
         assert st_["gsum_"][0] == pytest.approx(gammas.sum(), rel=1e-13)
         lrn.learn(X[40:41], [1 - label])  # the first event of the other class moves w
         assert lrn.weights("last").any()
