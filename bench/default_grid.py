@@ -125,6 +125,8 @@ def report(grid: dict[str, list[Any]], results: dict[tuple[str, str, str], float
     lines = []
     for feed in ("raw", "standardised"):
         names = sorted({s for s, f, _ in results if f == feed})
+        if not names:
+            continue
         best = {s: max(results[s, feed, k] for k in keys) for s in names}
         rows = []
         for k in keys:
