@@ -249,7 +249,8 @@ class Client(_Calls):
 
     def score(self, model: str, items: Sequence[dict[str, Any]],
               top_k: int | None = None) -> dict:
-        """Scores of candidates (and their ranking); ``{"scores", "ranking", "version"}``."""
+        """Scores of candidates, their probabilities and ranking;
+        ``{"scores", "probabilities", "ranking", "version"}``."""
         body: dict[str, Any] = {"model": model, "items": list(items)}
         if top_k is not None:
             body["top_k"] = top_k

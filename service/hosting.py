@@ -30,6 +30,7 @@ import numpy as np
 
 from aucstream import models
 from aucstream.models.auto import Auto
+from aucstream.models.calibration import PlattCalibrator, probabilities
 from aucstream.models.preprocessing import StandardScaler
 
 from .codec import (
@@ -160,6 +161,7 @@ class Snapshot:
     scorer: models.Learner
     scaler: StandardScaler | None
     dense_input: bool = False  # hashed rows densified for a dense-only learner
+    calibration: tuple[float, float] = (0.0, 0.0)  # Platt's (a, b): p = σ(a·score + b)
 
     def score(self, batch: EncodedBatch) -> np.ndarray:
         X = batch.learner_input()
@@ -168,6 +170,10 @@ class Snapshot:
         if self.scaler is not None:
             X = self.scaler.transform(X)
         return self.scorer.score(X)
+
+    def probabilities(self, scores: np.ndarray) -> np.ndarray:
+        """P(positive) of each score, by the model's calibration when published."""
+        return probabilities(scores, *self.calibration)
 
 
 def densify(X: Any, n_features: int) -> Any:
@@ -238,6 +244,8 @@ class HostedModel:
         n = self.encoder.n_features
         self.scaler = StandardScaler(n) if config["standardize"] else None
         self.rolling = models.RollingAUC(config["rolling_window"])
+        # probabilities for /score, fitted on the same test-then-train pairs
+        self.calibration = PlattCalibrator()
         self.version = 0
         self.checkpoint_version = 0
         self.checkpoint_time: float | None = None
@@ -256,7 +264,8 @@ class HostedModel:
     def _make_snapshot(self) -> Snapshot:
         scaler = self.scaler.copy() if self.scaler is not None else None
         self._published_at = time.monotonic()
-        return Snapshot(self.version, self.learner.snapshot(), scaler, self._dense_input)
+        return Snapshot(self.version, self.learner.snapshot(), scaler, self._dense_input,
+                        self.calibration.coef)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -402,6 +411,7 @@ class HostedModel:
             self.version = entry.end
             return
         self.rolling.update(prior, y)
+        self.calibration.update(prior, y)
         self.version = entry.end
         if metrics is not None:
             if own and not self.retired:
@@ -461,6 +471,7 @@ class HostedModel:
             "learner": self.learner.get_state(),
             "scaler": self.scaler.get_state() if self.scaler is not None else None,
             "rolling": self.rolling.get_state(),
+            "calibration": self.calibration.get_state(),
         }
 
     def restore(self, state: dict[str, Any], version: int, created_at: float) -> None:
@@ -473,6 +484,10 @@ class HostedModel:
         if self.scaler is not None:
             self.scaler = StandardScaler.from_state(state["scaler"])
         self.rolling = models.RollingAUC.from_state(state["rolling"])
+        # checkpoints written before calibration existed start a fresh one (every
+        # replica restoring the same checkpoint starts the same way)
+        cal = state.get("calibration")
+        self.calibration = PlattCalibrator() if cal is None else PlattCalibrator.from_state(cal)
         self.version = version
         self.checkpoint_version = version
         self.checkpoint_time = created_at
@@ -511,6 +526,7 @@ class HostedModel:
             return
         # NaN while a class is missing from the window: undefined, never 0 or ½.
         metrics.rolling_auc.labels(self.name).set(self.rolling.value)
+        metrics.log_loss.labels(self.name).set(self.calibration.log_loss)
         metrics.version.labels(self.name).set(self.version)
         fill = self.learner.buffer_fill
         if fill is not None:
@@ -545,6 +561,7 @@ class HostedModel:
             "events": {"negative": neg, "positive": pos},
             "rolling_auc": None if np.isnan(auc) else auc,
             "rolling_window": self.rolling.window,
+            "calibration": self._calibration_info(),
             "buffer_fill": None if fill is None else {"negative": fill[0], "positive": fill[1]},
             "last_checkpoint": None if self.checkpoint_time is None else {
                 "version": self.checkpoint_version,
@@ -553,6 +570,14 @@ class HostedModel:
             "memory_bytes": self.memory_bytes(),
             **self._candidates_info(),
         }
+
+    def _calibration_info(self) -> dict[str, Any]:
+        cal = self.calibration
+        a, b = cal.coef
+        loss, rate = cal.log_loss, cal.click_rate
+        return {"a": a, "b": b, "pairs": cal.filled,
+                "log_loss": None if math.isnan(loss) else loss,
+                "positive_rate": None if math.isnan(rate) else rate}
 
     def _candidates_info(self) -> dict[str, Any]:
         """An 'auto' model's candidates (read under no lock: a consistent enough view for
@@ -568,6 +593,7 @@ class HostedModel:
         AUC and feature cache (the cache estimated)."""
         snap = self._snapshot
         total = self.learner.nbytes + snap.scorer.nbytes + self.rolling.nbytes
+        total += self.calibration.nbytes
         total += self.encoder.cache_bytes
         for scaler in (self.scaler, snap.scaler):
             total += 0 if scaler is None else scaler.nbytes

@@ -66,6 +66,10 @@ class Metrics:
             "aucstream_rolling_auc", "Exact AUC of the model's prequential scores over its "
             "rolling window (NaN while a class is missing from the window)", ["model"],
             registry=r, multiprocess_mode=_REPLICA)
+        self.log_loss = Gauge(
+            "aucstream_log_loss", "Mean log loss of the probabilities /score gives, over the "
+            "calibration's window of test-then-train pairs (NaN before any)", ["model"],
+            registry=r, multiprocess_mode=_REPLICA)
         self.events_learned = Counter(
             "aucstream_events_learned", "Events learned from requests to this process, by "
             "label (replicas and workers each count their own: the sum is the total)",
@@ -128,8 +132,8 @@ class Metrics:
 
     def forget(self, model: str) -> None:
         """Drop every series of a deleted model."""
-        for metric in (self.rolling_auc, self.learn_latency, self.score_latency, self.version,
-                       self.checkpoint_age, self.checkpoint_version, self.log_entries,
+        for metric in (self.rolling_auc, self.log_loss, self.learn_latency, self.score_latency,
+                       self.version, self.checkpoint_age, self.checkpoint_version, self.log_entries,
                        self.duplicates, self.refused, self.promotions,
                        self.serving_candidate):
             with contextlib.suppress(KeyError):

@@ -205,6 +205,9 @@ class ScoreRequest(BaseModel):
 
 class ScoreResponse(BaseModel):
     scores: list[float] = Field(description="one per item, in request order")
+    probabilities: list[float] = Field(
+        description="P(positive) of each item, in request order: the model's scores "
+        "through its online Platt calibration (same order as the scores)")
     ranking: list[int] = Field(description="item indices, best first")
     version: int = Field(description="model version that scored")
 
@@ -233,6 +236,16 @@ class CandidateInfo(BaseModel):
     serving: bool
 
 
+class CalibrationInfo(BaseModel):
+    a: float = Field(description="probability = 1 / (1 + exp(-(a * score + b))); a >= 0")
+    b: float
+    pairs: int = Field(description="test-then-train pairs in the window (up to 10,000); "
+                       "the map is refitted on them every 1,000 events")
+    log_loss: float | None = Field(description="mean log loss of the probabilities given to "
+                                   "the window's events before they were learned")
+    positive_rate: float | None = Field(description="share of positives in the window")
+
+
 class ModelInfo(BaseModel):
     name: str
     status: Literal["serving", "quarantined"] = Field(
@@ -249,6 +262,8 @@ class ModelInfo(BaseModel):
     events: ClassCounts | None
     rolling_auc: float | None = Field(description="exact AUC over the last rolling_window events")
     rolling_window: int
+    calibration: CalibrationInfo | None = Field(
+        None, description="how /score's probabilities are made (null while quarantined)")
     buffer_fill: ClassCounts | None
     last_checkpoint: CheckpointInfo | None
     memory_bytes: int | None = Field(

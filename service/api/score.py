@@ -59,7 +59,8 @@ def _rank(model: HostedModel, batch: EncodedBatch, top_k: int | None, started: f
     if top_k is not None:
         order = order[:top_k]
     host.metrics.score_latency.labels(model.name).observe(time.perf_counter() - started)
-    return ScoreResponse(scores=scores.tolist(), ranking=order.tolist(), version=snap.version)
+    return ScoreResponse(scores=scores.tolist(), probabilities=snap.probabilities(scores).tolist(),
+                         ranking=order.tolist(), version=snap.version)
 
 
 def _finite(scores: np.ndarray) -> np.ndarray:

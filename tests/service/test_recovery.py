@@ -62,7 +62,7 @@ def test_restart_recovers_the_identical_model(app_client, settings_for):
     after = b.post("/score", json={"model": "m", "items": probe}).json()
     assert after == before
     info_b = b.get("/models/m").json()
-    for key in ("version", "events", "rolling_auc", "buffer_fill", "params"):
+    for key in ("version", "events", "rolling_auc", "calibration", "buffer_fill", "params"):
         assert info_b[key] == info[key], key
     # One client posted sequentially, so the log order is the order of `events`.
     X = np.array([e["x"] for e in events])
