@@ -575,7 +575,7 @@ class HostedModel:
         cal = self.calibration
         a, b = cal.coef
         loss, rate = cal.log_loss, cal.click_rate
-        return {"a": a, "b": b, "pairs": cal.filled,
+        return {"a": a, "b": b, "pairs": cal.filled, "fitted_on": cal.fitted_on,
                 "log_loss": None if math.isnan(loss) else loss,
                 "positive_rate": None if math.isnan(rate) else rate}
 

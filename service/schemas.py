@@ -239,8 +239,10 @@ class CandidateInfo(BaseModel):
 class CalibrationInfo(BaseModel):
     a: float = Field(description="probability = 1 / (1 + exp(-(a * score + b))); a >= 0")
     b: float
-    pairs: int = Field(description="test-then-train pairs in the window (up to 10,000); "
-                       "the map is refitted on them every 1,000 events")
+    pairs: int = Field(description="test-then-train pairs kept (up to 10,000)")
+    fitted_on: int = Field(description="pairs the map was last fitted on: the newest that "
+                           "hold 100 of each class, at least 1,000 (refitted every 500 "
+                           "events)")
     log_loss: float | None = Field(description="mean log loss of the probabilities given to "
                                    "the window's events before they were learned")
     positive_rate: float | None = Field(description="share of positives in the window")
