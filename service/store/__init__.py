@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from aucstream.service.store.base import (
+    IMPRESSION_STATUSES,
     AppendOutcomeUnknown,
     AppendResult,
     Checkpoint,
+    Impression,
     LogEntry,
     ModelExists,
     ModelNotFound,
@@ -23,9 +25,11 @@ from aucstream.service.store.redis_store import RedisStore
 from aucstream.service.store.sqlite_store import SqliteStore
 
 __all__ = [
+    "IMPRESSION_STATUSES",
     "AppendOutcomeUnknown",
     "AppendResult",
     "Checkpoint",
+    "Impression",
     "LogEntry",
     "ModelExists",
     "ModelNotFound",

@@ -32,9 +32,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
+    "IMPRESSION_STATUSES",
     "AppendOutcomeUnknown",
     "AppendResult",
     "Checkpoint",
+    "Impression",
     "LogEntry",
     "ModelExists",
     "ModelNotFound",
@@ -86,6 +88,22 @@ class AppendResult:
     entry: LogEntry | None
     duplicates: tuple[int, ...]
     version: int  # the log's end position after this append
+
+
+# An impression's life: shown ("pending"); then either labelled by a client ("labelled"),
+# or claimed by the timeout sweep ("timing_out") and, once its negative is in the log,
+# "timed_out". Nothing else moves it.
+IMPRESSION_STATUSES = ("pending", "labelled", "timing_out", "timed_out")
+
+
+@dataclass(frozen=True)
+class Impression:
+    """A scored item kept for its label: the encoded row, when it was shown, and its status."""
+
+    payload: bytes
+    shown_at: float  # unix seconds
+    expires_at: float  # unix seconds
+    status: str
 
 
 @dataclass(frozen=True)
@@ -181,6 +199,40 @@ class Store(Protocol):
 
     def read_pins(self, name: str) -> list[tuple[int, int | None]]:
         """Every pin recorded, oldest first: (position, candidate or None)."""
+        raise NotImplementedError
+
+    # -- impressions (models with feedback: scored items kept until their label comes) --
+
+    def keep_impressions(self, name: str, items: Sequence[tuple[str, bytes]], shown_at: float,
+                         expires_at: float, max_pending: int) -> int:
+        """Keep each ``(id, payload)`` as an impression with status ``"pending"``, shown at
+        ``shown_at`` and kept until ``expires_at`` (unix seconds). Expired impressions are
+        dropped first. An id kept already (and not expired) is left exactly as it is: the
+        first showing counts. Items are kept in order while the model holds fewer than
+        ``max_pending`` unexpired impressions; the rest are not kept. Returns how many
+        were newly kept. Atomic. Raise ModelNotFound, StoreUnavailable."""
+        raise NotImplementedError
+
+    def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
+        """The impressions among ``ids`` that are kept and not expired at ``now``."""
+        raise NotImplementedError
+
+    def claim_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
+                          to_status: str, now: float) -> list[str]:
+        """Atomically move every unexpired impression among ``ids`` whose status is in
+        ``from_status`` to ``to_status``; return the ids moved, in the order given (each
+        once). Statuses are short strings (IMPRESSION_STATUSES). Two concurrent claims
+        of one impression from the same status: exactly one moves it."""
+        raise NotImplementedError
+
+    def due_impressions(self, name: str, statuses: Sequence[str], shown_before: float,
+                        now: float, limit: int) -> list[tuple[str, Impression]]:
+        """Unexpired impressions with a status in ``statuses`` shown at or before
+        ``shown_before``, oldest showing first (ties by id), at most ``limit``."""
+        raise NotImplementedError
+
+    def count_impressions(self, name: str, now: float) -> dict[str, int]:
+        """Unexpired impressions by status (every status in IMPRESSION_STATUSES, 0 if none)."""
         raise NotImplementedError
 
     def close(self) -> None:
