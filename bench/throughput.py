@@ -170,10 +170,12 @@ class Oracle:
 
 def _fresh_oracle(lrn) -> Oracle:
     """The tests' reference for a fresh learner, with the learner's parameters."""
+    from tests.reference.adaoam import AdaOAMReference
     from tests.reference.cbr import CBRRef, rff_sincos
     from tests.reference.oam import FOAMRef, NOAMRef, OAMRef
     from tests.reference.opauc import OPAUCReference
     from tests.reference.solam import SOLAMReference
+    from tests.reference.uni_exp import UniExpReference
 
     name, p, d, seed = lrn.name, lrn.params, lrn.n_features, lrn.seed
     if name.startswith(("cbr_", "fcbr_")):
@@ -214,6 +216,12 @@ def _fresh_oracle(lrn) -> Oracle:
     if name == "solam":
         ref = SOLAMReference(d, zeta=p["zeta"], R=p["R"], normalize=p["normalize"])
         return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.wbar)
+    if name == "adaoam":
+        ref = AdaOAMReference(d, eta=p["eta"], delta=p["delta"], lam=p["lam"])
+        return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.w)
+    if name == "uni_exp":
+        ref = UniExpReference(d, eta=p["eta"], lam=p["lam"])
+        return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.w)
     raise ValueError(f"no numpy oracle for {name!r}")
 
 
@@ -266,6 +274,8 @@ def _learner_weights(lrn) -> np.ndarray | None:
     s = lrn.get_state()
     if lrn.name == "solam":
         return lrn.weights("average")
+    if lrn.name == "uni_exp":
+        return lrn.weights()
     if lrn.name == "noam":
         return s["w_"][:int(s["rank_"][0])] if s["phase_"][0] == 1 else None
     return s["mu_"] if "mu_" in s else s["w_"]

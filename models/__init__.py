@@ -17,11 +17,13 @@ if __name__ != "aucstream.models":  # imported from a checkout as a top-level pa
     raise ImportError("This folder is the package aucstream.models: `from aucstream import "
                       "models` (after `pip install -e .`), not `import models`.")
 
+from . import adaoam as _adaoam  # noqa: F401
 from . import auto as _auto  # noqa: F401  (importing a family registers its learners)
 from . import cbr as _cbr  # noqa: F401
 from . import oam as _oam  # noqa: F401
 from . import opauc as _opauc  # noqa: F401
 from . import solam as _solam  # noqa: F401
+from . import uni_exp as _uni_exp  # noqa: F401
 from .auc import RollingAUC, auc
 from .base import Learner, NonFiniteError, available, create, from_state
 

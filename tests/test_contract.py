@@ -359,11 +359,13 @@ def _float_edges(rule):
 # Moderately scaled data, |x| ≤ 1e3, for the range edges; OPAUC gets unit-scale rows: its
 # constant step diverges on rows of norm ~1e3 at every η of the papers' grid (stability
 # needs η·(λ + ‖z‖² + λ_max(Γ)) < 2; see OPAUC's Notes), which no range can prevent.
-EDGE_SCALE = {"opauc": 1.0}
+EDGE_SCALE = {"opauc": 1.0, "uni_exp": 1.0}
 # Edges that may still diverge on that data: the atomic learn then refuses the batch.
 EDGE_MAY_DIVERGE = {
     ("opauc", "eta", "high"): "η = 1e4 is far above 2/(λ + ‖z‖² + λ_max(Γ)) even on unit "
                               "rows; the range keeps the papers' 2^[−12:10] grid inside",
+    ("uni_exp", "eta", "high"): "the exponential loss's step at η = 2^10 overflows "
+                                "e^(−y·f(x)) within a few events even on unit rows",
 }
 
 
