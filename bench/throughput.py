@@ -62,7 +62,7 @@ SECTION = "## Learner throughput"
 
 CBR_FAMILY = ("cbr_fifo", "cbr_rs", "cbr_diag_fifo", "cbr_diag_rs", "fcbr_fifo", "fcbr_rs")
 OAM_NAMED = ("oam_seq", "oam_gra")
-SPARSE_LEARNERS = ("cbr_diag_fifo", "cbr_diag_rs", "oam_gra", "oam_seq", "solam")
+SPARSE_LEARNERS = ("cbr_diag_fifo", "cbr_diag_rs", "oam_gra", "oam_seq", "solam", "uni_exp")
 
 
 # ============================================================================ streams
@@ -221,8 +221,16 @@ def _fresh_oracle(lrn) -> Oracle:
         return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.w)
     if name == "uni_exp":
         ref = UniExpReference(d, eta=p["eta"], lam=p["lam"])
-        return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.w)
+        return Oracle(ref, _unit_step(ref, p["normalize"]), lambda: ref.w)
     raise ValueError(f"no numpy oracle for {name!r}")
+
+
+def _unit_step(ref, normalize: bool) -> Callable[[np.ndarray, int], None]:
+    """A reference's learn_one (labels ±1) on unit-L2 rows if ``normalize``."""
+    def step(x: np.ndarray, t: int) -> None:
+        norm = float(np.linalg.norm(x))
+        ref.learn_one(x / norm if normalize and norm > 0 else x, 1 if t == 1 else -1)
+    return step
 
 
 def _buffer_rows(state: dict, d: int) -> list[list[np.ndarray]]:
@@ -253,6 +261,10 @@ def _transplanted_oracle(lrn) -> Oracle:
         ref.res.rows = _buffer_rows(s, lrn.n_features)
         ref.res.n = [int(v) for v in s["n_seen_"]]
         ref.res.rng = s["rng_"].copy()
+    elif lrn.name == "uni_exp":
+        ref.w, ref.b = lrn.weights(), float(s["bias_"][0])
+        ref.t = int(s["n_seen_"].sum())
+        ref.p = float(s["n_seen_"][1]) / ref.t
     elif lrn.name == "solam":
         from tests.reference.solam import SOLAMReference
 

@@ -9,7 +9,8 @@ from numba import njit
 
 from ._config import MIN_ROW_NORM
 
-__all__ = ["csr_scores", "dense_dot", "dense_scores", "dot4", "normalize_rows", "sparse_dot"]
+__all__ = ["csr_scores", "dense_dot", "dense_scores", "dot4", "normalize_csr_values", "normalize_rows",
+           "sparse_dot"]
 
 # An empty array passed as a kernel's ``prior`` argument: no prequential scores wanted.
 NO_SCORES = np.zeros(0)
@@ -89,3 +90,20 @@ def normalize_rows(X):
             for i in range(d):
                 out[r, i] = X[r, i] / norm
     return out
+
+
+@njit(cache=True, nogil=True)
+def normalize_csr_values(indptr, values):
+    """Copy of a CSR batch's values with each row scaled to unit L2 norm (rows of norm
+    at most MIN_ROW_NORM, all-zero ones included, are kept as they are)."""
+    out = values.copy()
+    for r in range(indptr.shape[0] - 1):
+        sq = 0.0
+        for k in range(indptr[r], indptr[r + 1]):
+            sq += values[k] * values[k]
+        norm = math.sqrt(sq)
+        if norm > MIN_ROW_NORM:
+            for k in range(indptr[r], indptr[r + 1]):
+                out[k] = values[k] / norm
+    return out
+
