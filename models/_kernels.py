@@ -9,8 +9,8 @@ from numba import njit
 
 from ._config import MIN_ROW_NORM
 
-__all__ = ["csr_scores", "dense_dot", "dense_scores", "dot4", "normalize_csr_values", "normalize_rows",
-           "sparse_dot"]
+__all__ = ["csr_scores", "dense_dot", "dense_scores", "dot4", "normalize_csr_values",
+           "normalize_rows", "sparse_dot"]
 
 # An empty array passed as a kernel's ``prior`` argument: no prequential scores wanted.
 NO_SCORES = np.zeros(0)

@@ -15,6 +15,10 @@ from tests.helpers import assert_close, assert_states_equal, csr_slice, sparse_s
 from tests.reference.uni_exp import UniExpReference, event_loss, pairwise_loss, weighted_loss
 
 
+def _uni_exp(**params):
+    return models.create("uni_exp", **params)
+
+
 def _ref_stream(seed: int, n: int = 400, d: int = 7):
     X, y = stream(n, d, seed=seed)
     X[np.abs(X) < 0.4] = 0.0  # real zeros: sparse rows with different patterns
@@ -36,7 +40,7 @@ def _check(lrn, ref, X):
 @pytest.mark.parametrize("seed", [20, 22])
 def test_matches_the_reference(storage, eta, lam, seed):
     X, y = _ref_stream(seed)
-    lrn = models.create("uni_exp", n_features=7, normalize=False, eta=eta, lam=lam, storage=storage)
+    lrn = _uni_exp(n_features=7, normalize=False, eta=eta, lam=lam, storage=storage)
     lrn.learn(dense_to_csr(X[:150]), y[:150]).learn(X[150:151], y[150:151])
     lrn.learn(X[151:], y[151:])
     ref = UniExpReference(7, eta=eta, lam=lam).learn(X, y)
@@ -46,7 +50,7 @@ def test_matches_the_reference(storage, eta, lam, seed):
 @pytest.mark.parametrize("storage", ["dense", "sparse"])
 def test_prequential_scores_match_the_reference(storage):
     X, y = _ref_stream(3, n=250)
-    lrn = models.create("uni_exp", n_features=7, normalize=False, eta=0.04, lam=0.2, storage=storage)
+    lrn = _uni_exp(n_features=7, normalize=False, eta=0.04, lam=0.2, storage=storage)
     prior = lrn.score_then_learn(X, y)
     ref = UniExpReference(7, eta=0.04, lam=0.2)
     expected = np.empty(len(y))
@@ -61,7 +65,7 @@ def test_two_hand_computed_events():
     """d = 2, η = ½, λ = 0.1 (shrink 0.95), both storages."""
     X = np.array([[1.0, 0.0], [0.0, 2.0]])
     for storage in ("dense", "sparse"):
-        lrn = models.create("uni_exp", n_features=2, normalize=False, eta=0.5, lam=0.1, storage=storage)
+        lrn = _uni_exp(n_features=2, normalize=False, eta=0.5, lam=0.1, storage=storage)
         # t = 1, x = (1, 0), y = +1: π̂₊ = 1/1, f = 0, k = ½·1·e⁰ = ½:
         # w = 0.95·0 + ½·(1, 0) = (½, 0), b = ½.
         lrn.learn(X[:1], [1])
@@ -82,7 +86,7 @@ def test_two_hand_computed_events():
 def test_the_step_is_the_gradient_of_the_weighted_event_loss(storage, label):
     X, y = _ref_stream(8, n=120, d=5)
     eta, lam = 0.05, 0.3
-    lrn = models.create("uni_exp", n_features=5, normalize=False, eta=eta, lam=lam, storage=storage)
+    lrn = _uni_exp(n_features=5, normalize=False, eta=eta, lam=lam, storage=storage)
     lrn.learn(X[:100], y[:100])
     x = X[100] * 1.3
     t = 1 if label == 1 else -1
@@ -120,8 +124,8 @@ def test_the_intercept_turns_the_weighted_loss_into_the_pairwise_one():
 def test_the_two_storages_agree_on_a_hashed_stream():
     d = 1 << 14
     X, y = sparse_stream(400, d, nnz=10, seed=4)
-    dense = models.create("uni_exp", n_features=d, normalize=False, storage="dense", eta=0.01, lam=0.01)
-    lazy = models.create("uni_exp", n_features=d, normalize=False, storage="sparse", eta=0.01, lam=0.01)
+    dense = _uni_exp(n_features=d, normalize=False, storage="dense", eta=0.01, lam=0.01)
+    lazy = _uni_exp(n_features=d, normalize=False, storage="sparse", eta=0.01, lam=0.01)
     dense.learn(X, y)
     lazy.learn(X, y)
     assert_close(lazy.weights(), dense.weights(), rtol=1e-12, what="w")
@@ -148,7 +152,7 @@ def test_the_lazy_layout_is_exact_with_frequent_folds(monkeypatch):
     monkeypatch.setattr(uni_exp_module, "UNI_EXP_MIN_SCALE", 0.5)
     calls = _counting_folds(monkeypatch)
     X, y = _ref_stream(24)
-    lrn = models.create("uni_exp", n_features=7, normalize=False, eta=0.05, lam=2.0, storage="sparse")
+    lrn = _uni_exp(n_features=7, normalize=False, eta=0.05, lam=2.0, storage="sparse")
     lrn.learn(X[:200], y[:200]).learn(X[200:], y[200:])
     assert len(calls) == 400 // 7 and all(s < 0.5 for s in calls)
     ref = UniExpReference(7, eta=0.05, lam=2.0).learn(X, y)
@@ -160,7 +164,7 @@ def test_a_batch_that_folds_then_fails_is_restored_whole(monkeypatch):
     monkeypatch.setattr(uni_exp_module, "UNI_EXP_MIN_SCALE", 0.5)
     calls = _counting_folds(monkeypatch)
     X, y = _ref_stream(5, n=120)
-    lrn = models.create("uni_exp", n_features=7, normalize=False, eta=0.05, lam=2.0, storage="sparse")
+    lrn = _uni_exp(n_features=7, normalize=False, eta=0.05, lam=2.0, storage="sparse")
     lrn.learn(X[:50], y[:50])
     before = lrn.get_state()
     batch = X[50:80].copy()
@@ -179,26 +183,26 @@ def test_a_batch_that_folds_then_fails_is_restored_whole(monkeypatch):
 def test_learning_starts_with_the_first_event():
     """The univariate loss needs no event of the other class: the first event steps."""
     X, _ = stream(30, 4, seed=1)
-    lrn = models.create("uni_exp", n_features=4, normalize=False, eta=0.1, lam=0.0).learn(X[:1], [0])
+    lrn = _uni_exp(n_features=4, normalize=False, eta=0.1, lam=0.0).learn(X[:1], [0])
     # π̂₋ = 1, f = 0: k = η, w = −η x, b = −η.
     assert_close(lrn.weights(), -0.1 * X[0], rtol=1e-15, what="w")
     assert lrn.get_state()["bias_"][0] == -0.1
 
 
 def test_eta_times_lam_must_be_below_one():
-    models.create("uni_exp", n_features=3, normalize=False, eta=2.0, lam=0.49)
+    _uni_exp(n_features=3, normalize=False, eta=2.0, lam=0.49)
     with pytest.raises(ValueError) as err:
-        models.create("uni_exp", n_features=3, normalize=False, eta=2.0, lam=0.5)
+        _uni_exp(n_features=3, normalize=False, eta=2.0, lam=0.5)
     assert str(err.value) == ("The 'lam' parameter of uni_exp must be a float in [0, 1/eta) "
                               "= [0, 0.5) (the shrink factor 1 − eta·lam must stay "
                               "positive); got 0.5.")
 
 
 def test_defaults():
-    lrn = models.create("uni_exp", n_features=3)
+    lrn = _uni_exp(n_features=3)
     assert lrn.params == {"eta": 2.0**-6, "lam": 1e-4, "normalize": True, "storage": "dense"}
-    assert models.create("uni_exp", n_features=5000).params["storage"] == "sparse"
-    st_ = models.create("uni_exp", n_features=5000).get_state()
+    assert _uni_exp(n_features=5000).params["storage"] == "sparse"
+    st_ = _uni_exp(n_features=5000).get_state()
     assert st_["scale_"].tolist() == [1.0] and st_["bias_"].tolist() == [0.0]
 
 
@@ -207,8 +211,8 @@ def test_normalize_learns_and_scores_unit_rows(storage):
     X, y = stream(200, 6, seed=9)
     X = X * 50.0  # large rows: raw, the default step would run away
     unit = X / np.linalg.norm(X, axis=1, keepdims=True)
-    a = models.create("uni_exp", n_features=6, storage=storage).learn(X, y)
-    b = models.create("uni_exp", n_features=6, storage=storage, normalize=False).learn(unit, y)
+    a = _uni_exp(n_features=6, storage=storage).learn(X, y)
+    b = _uni_exp(n_features=6, storage=storage, normalize=False).learn(unit, y)
     assert_states_equal(a.get_state() | {"normalize": False}, b.get_state())
     assert np.array_equal(a.score(X[:20]), b.score(unit[:20]))
     assert_close(a.score(X[:20] * 3.0), b.score(unit[:20]), rtol=1e-12, what="scale-free")
