@@ -43,6 +43,7 @@ from .codec import (
     encode_state,
 )
 from .encoding import EncodedBatch, FeatureEncoder
+from .feedback import Feedback, sweep_timeouts
 from .metrics import Metrics
 from .settings import Settings
 from .store.base import LogEntry, ModelNotFound, Store, StoreUnavailable
@@ -193,7 +194,8 @@ def _sparse_learners() -> list[str]:
 
 
 def build_config(name: str, learner: str, params: dict[str, Any], features: dict[str, Any],
-                 seed: int, standardize: bool, rolling_window: int) -> dict[str, Any]:
+                 seed: int, standardize: bool, rolling_window: int,
+                 feedback: dict[str, Any] | None = None) -> dict[str, Any]:
     """A validated, complete model config; raises :class:`ModelConfigError`."""
     if learner not in models.available():
         raise ModelConfigError(
@@ -222,6 +224,7 @@ def build_config(name: str, learner: str, params: dict[str, Any], features: dict
         "seed": seed,
         "standardize": standardize,
         "rolling_window": rolling_window,
+        "feedback": None if feedback is None else dict(feedback),
         "created_at": time.time(),
         "uid": uuid.uuid4().hex,
     }
@@ -237,6 +240,8 @@ class HostedModel:
         self.name: str = config["name"]
         self.uid: str = config["uid"]
         self.encoder = FeatureEncoder(config["features"], max_value=max_feature_value)
+        self.feedback = Feedback.of(config)
+        self.impressions: dict[str, int] = {}  # pending impressions by status, last counted
         self.learner = models.create(config["learner"], n_features=self.encoder.n_features,
                                      seed=config["seed"], **config["params"])
         # a dense-only learner on hashed features (few bits) gets its rows densified
@@ -561,6 +566,8 @@ class HostedModel:
             "events": {"negative": neg, "positive": pos},
             "rolling_auc": None if np.isnan(auc) else auc,
             "rolling_window": self.rolling.window,
+            "feedback": None if self.feedback is None else {
+                **cfg["feedback"], "impressions": dict(self.impressions)},
             "calibration": self._calibration_info(),
             "buffer_fill": None if fill is None else {"negative": fill[0], "positive": fill[1]},
             "last_checkpoint": None if self.checkpoint_time is None else {
@@ -707,7 +714,7 @@ class ModelHost:
         c = doc["config"]
         try:
             config = build_config(name, c["learner"], c["params"], c["features"], c["seed"],
-                                  c["standardize"], c["rolling_window"])
+                                  c["standardize"], c["rolling_window"], c.get("feedback"))
         except (ModelConfigError, TypeError, KeyError) as exc:
             raise ImportRefused(f"the export's config is refused: {exc}") from None
         version = doc["version"]
@@ -970,7 +977,9 @@ class ModelHost:
                 raise ModelQuarantined(self._quarantine_model(name, config, exc)) from exc
 
     def _maintain(self, model: HostedModel, now: float) -> None:
-        """Publish, checkpoint and export one model."""
+        """Publish, checkpoint and export one model; learn its timed-out impressions."""
+        if model.feedback is not None:
+            self._sweep(model)
         model.publish_if_stale()
         if model.checkpoint_due(self.settings, now):
             model.checkpoint(self.store, self.settings)
@@ -979,6 +988,25 @@ class ModelHost:
             if not model.retired:
                 self.metrics.log_entries.labels(model.name).set(n_entries)
                 model.export(self.metrics)
+
+    def _sweep(self, model: HostedModel) -> None:
+        """Timeout negatives of a model with feedback, and its impression counts."""
+        assert model.feedback is not None
+
+        def learn(batch: EncodedBatch, y: np.ndarray, ids: list[str]) -> None:
+            try:
+                accepted, _, _, _ = self.append_and_apply(model, batch, y, list(ids))
+            except EntryRefused as exc:  # nothing learned; never retried
+                log.warning("model %s: timeout negatives refused: %s", model.name, exc.message)
+                return
+            if accepted:
+                self.metrics.timeout_negatives.labels(model.name).inc(accepted)
+
+        sweep_timeouts(self.store, model.name, model.feedback, model.encoder.n_features, learn)
+        model.impressions = self.store.count_impressions(model.name, time.time())
+        if not model.retired:
+            for status, n in model.impressions.items():
+                self.metrics.impressions.labels(model.name, status).set(n)
 
     def checkpoint_all(self) -> None:
         """Checkpoint every model with unsaved events (clean shutdown)."""

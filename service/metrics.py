@@ -70,6 +70,26 @@ class Metrics:
             "aucstream_log_loss", "Mean log loss of the probabilities /score gives, over the "
             "calibration's window of test-then-train pairs (NaN before any)", ["model"],
             registry=r, multiprocess_mode=_REPLICA)
+        self.impressions = Gauge(
+            "aucstream_impressions", "Scored items kept for their label (models with "
+            "feedback), by status: pending, labelled, timing_out, timed_out",
+            ["model", "status"], registry=r, multiprocess_mode=_REPLICA)
+        self.impressions_kept = Counter(
+            "aucstream_impressions_kept", "Scored items kept for their label by requests to "
+            "this process", ["model"], registry=r)
+        self.labels_joined = Counter(
+            "aucstream_labels_joined", "Labels by id joined with a kept item, by requests to "
+            "this process (late positives included)", ["model"], registry=r)
+        self.labels_unmatched = Counter(
+            "aucstream_labels_unmatched", "Labels by id with no kept item (unknown or expired)",
+            ["model"], registry=r)
+        self.timeout_negatives = Counter(
+            "aucstream_timeout_negatives", "Impressions learned as negatives after their "
+            "timeout, by this process's sweeps", ["model"], registry=r)
+        self.label_delay = Histogram(
+            "aucstream_label_delay_seconds", "Seconds from an item's scoring to its label",
+            ["model"], buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86_400),
+            registry=r)
         self.events_learned = Counter(
             "aucstream_events_learned", "Events learned from requests to this process, by "
             "label (replicas and workers each count their own: the sum is the total)",
@@ -135,12 +155,16 @@ class Metrics:
         for metric in (self.rolling_auc, self.log_loss, self.learn_latency, self.score_latency,
                        self.version, self.checkpoint_age, self.checkpoint_version, self.log_entries,
                        self.duplicates, self.refused, self.promotions,
-                       self.serving_candidate):
+                       self.serving_candidate, self.impressions_kept, self.labels_joined,
+                       self.labels_unmatched, self.timeout_negatives, self.label_delay):
             with contextlib.suppress(KeyError):
                 metric.remove(model)
         for candidate in self._candidates.pop(model, ()):
             with contextlib.suppress(KeyError):
                 self.candidate_quality.remove(model, candidate)
+        for status in ("pending", "labelled", "timing_out", "timed_out"):
+            with contextlib.suppress(KeyError):
+                self.impressions.remove(model, status)
         for label in ("negative", "positive"):
             for metric in (self.events_learned, self.buffer_fill):
                 with contextlib.suppress(KeyError):

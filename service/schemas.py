@@ -101,6 +101,27 @@ class CandidateSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="its parameters")
 
 
+class FeedbackSpec(BaseModel):
+    """Delayed labels: scored items kept by id, labelled later, negative after a timeout."""
+
+    model_config = _Strict
+    window_s: float = Field(gt=0, le=30 * 86_400, description="seconds a scored item with an "
+                            "id is kept for its label (at most 30 days)")
+    negative_after_s: float | None = Field(
+        None, gt=0, description="seconds after which an item with no label is learned as a "
+        "negative (at most window_s); null: only explicit labels are learned")
+    max_pending: int = Field(1_000_000, ge=1, le=100_000_000, description="impressions kept "
+                             "at most; items scored beyond it are not kept (the /score "
+                             "response's 'kept' says how many were)")
+
+    @model_validator(mode="after")
+    def _timeout_within_window(self) -> FeedbackSpec:
+        if self.negative_after_s is not None and self.negative_after_s > self.window_s:
+            raise ValueError("negative_after_s must be at most window_s: an impression must "
+                             "still be kept when its timeout comes")
+        return self
+
+
 class CreateModelRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -132,6 +153,10 @@ class CreateModelRequest(BaseModel):
     rolling_window: int | None = Field(
         None, ge=1, le=1_000_000, description="events in the rolling AUC (default: server's)"
     )
+    feedback: FeedbackSpec | None = Field(
+        None, description="delayed labels (the ad-click flow): /score keeps items that carry "
+        "an 'id', /learn takes {id, label} for them, and unlabelled ones become negatives "
+        "after negative_after_s")
 
 
 # An event or item carries x or features, never both (the schema says so too).
@@ -148,13 +173,19 @@ def _x_or_features(obj: Any) -> Any:
 
 
 class Event(BaseModel):
-    """A labelled event: ``x`` (dense) or ``features`` (hashed), a label and an optional id."""
+    """A labelled event: ``x`` (dense) or ``features`` (hashed), a label and an optional id.
+
+    For a model with ``feedback``, an event with neither ``x`` nor ``features`` is the
+    label of the scored item with that ``id``."""
 
     model_config = ConfigDict(**_Strict, json_schema_extra={
-        **_ONE_OF_X_OR_FEATURES,
+        "oneOf": [*_ONE_OF_X_OR_FEATURES["oneOf"],
+                  {"required": ["id"], "not": {"anyOf": [{"required": ["x"]},
+                                                         {"required": ["features"]}]}}],
         "examples": [{"features": {"site": "news.example", "device": {"type": "phone"},
                                    "price": 0.35}, "label": 1, "id": "imp-81723"},
-                     {"x": [0.3, -1.2, 4.0], "label": 0}]})
+                     {"x": [0.3, -1.2, 4.0], "label": 0},
+                     {"id": "imp-81723", "label": 1}]})
     x: list[StrictFloat | StrictInt] | None = None
     features: Features | None = None
     label: Label = Field(description="0/1, -1/+1 or false/true; 1, +1, true = positive")
@@ -172,7 +203,8 @@ class Item(BaseModel):
                      {"x": [0.3, -1.2, 4.0]}]})
     x: list[StrictFloat | StrictInt] | None = None
     features: Features | None = None
-    id: str | None = Field(None, max_length=256)
+    id: str | None = Field(None, min_length=1, max_length=256, description="models with "
+                           "feedback keep the item under this id for its label")
 
     _check = model_validator(mode="after")(_x_or_features)
 
@@ -192,6 +224,9 @@ class LearnResponse(BaseModel):
     accepted: int = Field(description="events learned by this request")
     duplicates: int = Field(description="events skipped because their id was seen before")
     version: int = Field(description="events applied to the model so far")
+    unmatched: list[str] | None = Field(
+        None, description="models with feedback: ids of label-only events with no kept item "
+        "(unknown, or expired after the model's feedback window): not learned")
 
 
 class ScoreRequest(BaseModel):
@@ -210,6 +245,9 @@ class ScoreResponse(BaseModel):
         "through its online Platt calibration (same order as the scores)")
     ranking: list[int] = Field(description="item indices, best first")
     version: int = Field(description="model version that scored")
+    kept: int | None = Field(None, description="models with feedback: items with an id kept "
+                             "for their label by this request (ids kept already, and items "
+                             "beyond max_pending, are not)")
 
 
 class ClassCounts(BaseModel):
@@ -264,6 +302,8 @@ class ModelInfo(BaseModel):
     events: ClassCounts | None
     rolling_auc: float | None = Field(description="exact AUC over the last rolling_window events")
     rolling_window: int
+    feedback: dict[str, Any] | None = Field(None, description="the feedback configuration, "
+                                            "and pending impressions by status")
     calibration: CalibrationInfo | None = Field(
         None, description="how /score's probabilities are made (null while quarantined)")
     buffer_fill: ClassCounts | None

@@ -55,6 +55,7 @@ async def create_model(req: CreateModelRequest, host: HostDep, settings: Setting
     config = build_config(
         req.name, learner, params, req.features.model_dump(exclude_none=True), req.seed,
         req.standardize, req.rolling_window or settings.rolling_auc_window,
+        None if req.feedback is None else req.feedback.model_dump(),
     )
     model = await run_in_threadpool(host.create, config)
     return model.info()

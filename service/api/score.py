@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from .. import fastjson
 from ..encoding import EncodedBatch, EncodingError
+from ..feedback import impressions_of
 from ..hosting import HostedModel, ModelHost
 from ..schemas import MODEL_NAME, ErrorBody, ScoreRequest, ScoreResponse
 from ..settings import Settings
@@ -40,8 +41,8 @@ def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> ScoreRespo
     if name is None or not _NAME.match(name):
         return None
     model = host.loaded(name)
-    if model is None:
-        return None
+    if model is None or (model.feedback is not None and b'"id"' in body):
+        return None  # items to keep for their labels: the store is written (regular path)
     fast = fastjson.parse_score(body, model.config["features"], settings.max_events_per_request,
                                 settings.max_feature_value)
     if fast is None:
@@ -83,7 +84,25 @@ def _score(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse:
     check_count(len(req.items), "items", settings.max_events_per_request)
     model = host.get(req.model)
     batch = model.encoder.encode(req.items, field="items")
-    return _rank(model, batch, req.top_k, started, host)
+    out = _rank(model, batch, req.top_k, started, host)
+    if model.feedback is not None:
+        out.kept = _keep(host, model, batch, [item.id for item in req.items], out)
+    return out
+
+
+def _keep(host: ModelHost, model: HostedModel, batch: EncodedBatch,
+          ids: list[str | None], out: ScoreResponse) -> int:
+    """Keep the scored items that have an id, for their labels; how many were kept."""
+    assert model.feedback is not None
+    items = impressions_of(batch, ids, np.asarray(out.scores), out.version)
+    if not items:
+        return 0
+    now = time.time()
+    kept = host.store.keep_impressions(model.name, items, now, now + model.feedback.window_s,
+                                       model.feedback.max_pending)
+    if kept:
+        host.metrics.impressions_kept.labels(model.name).inc(kept)
+    return kept
 
 
 @router.post(
@@ -102,4 +121,4 @@ async def score(request: Request, host: HostDep, settings: SettingsDep) -> Any:
     # router, by :class:`.score_lane.ScoreLane`; what arrives here is what the fast path
     # left: it may have to load a model from the store, so it runs in a worker thread.
     out = await run_in_threadpool(_score, body, host, settings)
-    return Response(out.model_dump_json(), media_type="application/json")
+    return Response(out.model_dump_json(exclude_none=True), media_type="application/json")

@@ -55,7 +55,7 @@ class ScoreLane:
         if out is None:
             await self.app(scope, _replay(body, complete, receive), send)
             return
-        payload = out.model_dump_json().encode()
+        payload = out.model_dump_json(exclude_none=True).encode()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [_JSON, (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})

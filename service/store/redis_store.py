@@ -10,7 +10,18 @@ keeps all of a model's keys in one slot and every script below touches one slot 
     P:{N}:ckpt     hash    version, blob, created_at
     P:{N}:tok:<t>  string  what the append with token t did ("written:start:end:skip"),
                            or "fenced"; expires (see below)
+    P:{N}:imp      hash    item id -> impression: msgpack [payload, shown_at, expires_at,
+                           status]
+    P:{N}:imp:shown:<s>  zset  item id -> shown_at, of the impressions with status s (one
+                           key per status of IMPRESSION_STATUSES: due scans, oldest first)
+    P:{N}:imp:exp:<s>    zset  item id -> expires_at, of the same impressions (expiry, and
+                           counts of unexpired impressions by status)
     P:models       set     model names (an index; a model exists iff its config exists)
+
+An impression is in ``imp`` and in the two sorted sets of its status, nowhere else. It is
+expired at ``now`` when ``expires_at <= now``: reads leave it out, and the writing scripts
+(keep, claim) drop at most ``_EXPIRE_SLICE`` expired impressions per call, oldest expiry
+first, so that no call blocks the server for long.
 
 Every write of a model is one Lua script: atomic, and durable on return when the server
 runs with ``appendonly yes`` and ``appendfsync always`` (Redis replies only after the
@@ -39,6 +50,7 @@ the fence that follows a cut-off append), fences after a day.
 from __future__ import annotations
 
 import json
+import math
 import time
 import urllib.parse
 import uuid
@@ -53,9 +65,11 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from aucstream.service.store.base import (
+    IMPRESSION_STATUSES,
     AppendOutcomeUnknown,
     AppendResult,
     Checkpoint,
+    Impression,
     LogEntry,
     ModelExists,
     ModelNotFound,
@@ -67,11 +81,12 @@ from aucstream.service.store.base import (
 
 __all__ = ["RedisStore"]
 
-# KEYS: config, meta, log, ids, ckpt, pins. ARGV: config json, created_at, log start (0, or the
-# version of an imported checkpoint), that checkpoint's blob ("" for none).
+# KEYS: config, meta, log, ids, ckpt, pins, then the impression keys (_IMP_KEYS). ARGV:
+# config json, created_at, log start (0, or the version of an imported checkpoint), that
+# checkpoint's blob ("" for none).
 _CREATE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('UNLINK', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('UNLINK', unpack(KEYS, 2))
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
 redis.call('HSET', KEYS[2], 'end', ARGV[3])
 if ARGV[3] ~= '0' or ARGV[4] ~= '' then
@@ -80,10 +95,10 @@ end
 return 1
 """
 
-# KEYS: config, meta, log, ids, ckpt, pins.
+# KEYS: config, meta, log, ids, ckpt, pins, then the impression keys (_IMP_KEYS).
 _DELETE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('UNLINK', unpack(KEYS))
 return 1
 """
 
@@ -235,6 +250,178 @@ end
 return 1
 """
 _TRIM_SLICE = 5_000
+
+# -- impressions ------------------------------------------------------------------------
+# Every impression script takes KEYS: config, imp, the shown_at zsets of the statuses in
+# IMPRESSION_STATUSES order, then their expires_at zsets; status s (1-based) has
+# KEYS[2 + s] and KEYS[2 + n + s]. Times come as ARGV strings (Python's repr of a float,
+# exact), and go to ZADD as strings: a Lua number would be formatted with 14 digits.
+_IMP_KEYS = ("imp", *(f"imp:shown:{s}" for s in IMPRESSION_STATUSES),
+             *(f"imp:exp:{s}" for s in IMPRESSION_STATUSES))
+_IMP_LIB = "\nlocal NAMES = {" + ", ".join(f"'{s}'" for s in IMPRESSION_STATUSES) + "}" + """
+local N = #NAMES
+local STATUS = {}
+for i = 1, N do STATUS[NAMES[i]] = i end
+-- drop impressions expired at `now` (a string), at most `budget` of them
+local function drop_expired(now, budget)
+  local dropped = 0
+  for s = 1, N do
+    if dropped >= budget then break end
+    local gone = redis.call('ZRANGE', KEYS[2 + N + s], '-inf', now, 'BYSCORE',
+                            'LIMIT', 0, budget - dropped)
+    for j = 1, #gone, 1000 do
+      local hi = math.min(j + 999, #gone)
+      redis.call('HDEL', KEYS[2], unpack(gone, j, hi))
+      redis.call('ZREM', KEYS[2 + s], unpack(gone, j, hi))
+      redis.call('ZREM', KEYS[2 + N + s], unpack(gone, j, hi))
+    end
+    dropped = dropped + #gone
+  end
+  return dropped
+end
+"""
+
+# ARGV: shown_at, expires_at, max_pending, msgpack [id, payload, id, payload, ...], slice.
+# Returns -1 if no model, else how many were newly kept.
+_KEEP_IMP = "#!lua" + _IMP_LIB + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local now = tonumber(ARGV[1])
+drop_expired(ARGV[1], tonumber(ARGV[5]))
+local held = 0
+for s = 1, N do held = held + redis.call('ZCOUNT', KEYS[2 + N + s], '(' .. ARGV[1], '+inf') end
+local cap = tonumber(ARGV[3])
+local items = cmsgpack.unpack(ARGV[4])
+local kept = 0
+for i = 1, #items, 2 do
+  if held >= cap then break end
+  local id = items[i]
+  local old = redis.call('HGET', KEYS[2], id)
+  local fresh = true
+  if old then
+    local r = cmsgpack.unpack(old)
+    if r[3] > now then
+      fresh = false  -- the first showing counts
+    else  -- expired, not dropped yet: replaced
+      local s = STATUS[r[4]]
+      redis.call('ZREM', KEYS[2 + s], id)
+      redis.call('ZREM', KEYS[2 + N + s], id)
+    end
+  end
+  if fresh then
+    redis.call('HSET', KEYS[2], id, cmsgpack.pack({items[i + 1], now, tonumber(ARGV[2]),
+                                                   NAMES[1]}))
+    redis.call('ZADD', KEYS[3], ARGV[1], id)
+    redis.call('ZADD', KEYS[3 + N], ARGV[2], id)
+    held = held + 1
+    kept = kept + 1
+  end
+end
+return kept
+"""
+
+# ARGV: now, slice, to status (index), from statuses ("1,3"), msgpack [id, ...] (distinct).
+# Returns nil if no model, else the ids moved, in the order given.
+_CLAIM_IMP = "#!lua" + _IMP_LIB + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local now = tonumber(ARGV[1])
+drop_expired(ARGV[1], tonumber(ARGV[2]))
+local to = tonumber(ARGV[3])
+local from = {}
+for s in string.gmatch(ARGV[4], '%d+') do from[tonumber(s)] = true end
+local ids = cmsgpack.unpack(ARGV[5])
+local moved = {}
+for i = 1, #ids do
+  local id = ids[i]
+  local old = redis.call('HGET', KEYS[2], id)
+  if old then
+    local r = cmsgpack.unpack(old)
+    local s = STATUS[r[4]]
+    if r[3] > now and from[s] then
+      if s ~= to then
+        redis.call('ZREM', KEYS[2 + s], id)
+        redis.call('ZREM', KEYS[2 + N + s], id)
+        redis.call('ZADD', KEYS[2 + to], string.format('%.17g', r[2]), id)
+        redis.call('ZADD', KEYS[2 + N + to], string.format('%.17g', r[3]), id)
+        r[4] = NAMES[to]
+        redis.call('HSET', KEYS[2], id, cmsgpack.pack(r))
+      end
+      moved[#moved + 1] = id
+    end
+  end
+end
+return moved
+"""
+
+# KEYS: config, imp. ARGV: msgpack [id, ...]. Returns nil if no model, else the records
+# (nil for an id not kept); the caller leaves out the expired ones.
+_GET_IMP = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local ids = cmsgpack.unpack(ARGV[1])
+local out = {}
+for j = 1, #ids, 1000 do
+  local recs = redis.call('HMGET', KEYS[2], unpack(ids, j, math.min(j + 999, #ids)))
+  for k = 1, #recs do out[j + k - 1] = recs[k] end
+end
+return out
+"""
+
+# ARGV: shown_before, now, limit, statuses ("1,3"). Returns nil if no model, else
+# [id, record, ...]: per status its oldest `limit` unexpired impressions shown at or before
+# shown_before (by shown_at, then id); the caller merges the statuses.
+_DUE_IMP = "#!lua flags=no-writes" + _IMP_LIB + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local before = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local out = {}
+for st in string.gmatch(ARGV[4], '%d+') do
+  local s = tonumber(st)
+  local got = 0
+  local off = 0
+  local past = false
+  while got < limit and not past do
+    local n = math.min(math.max(limit - got, 100), 1000)
+    local chunk = redis.call('ZRANGE', KEYS[2 + s], off, off + n - 1, 'WITHSCORES')
+    if #chunk == 0 then break end
+    local ids = {}
+    for k = 1, #chunk, 2 do
+      if tonumber(chunk[k + 1]) > before then
+        past = true
+        break
+      end
+      ids[#ids + 1] = chunk[k]
+    end
+    if #ids > 0 then
+      local exps = redis.call('ZMSCORE', KEYS[2 + N + s], unpack(ids))
+      local live = {}
+      for k = 1, #ids do
+        if got < limit and exps[k] and tonumber(exps[k]) > now then
+          live[#live + 1] = ids[k]
+          got = got + 1
+        end
+      end
+      if #live > 0 then
+        local recs = redis.call('HMGET', KEYS[2], unpack(live))
+        for k = 1, #live do
+          out[#out + 1] = live[k]
+          out[#out + 1] = recs[k]
+        end
+      end
+    end
+    off = off + #chunk / 2
+  end
+end
+return out
+"""
+
+# ARGV: now. Returns nil if no model, else the unexpired impressions of each status.
+_COUNT_IMP = "#!lua flags=no-writes" + _IMP_LIB + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local out = {}
+for s = 1, N do out[s] = redis.call('ZCOUNT', KEYS[2 + N + s], '(' .. ARGV[1], '+inf') end
+return out
+"""
+_EXPIRE_SLICE = 2_000  # expired impressions a keep or claim drops, at most
 _TOKEN_TTL_MIN = 60.0  # seconds an append's record is kept, at least
 _FENCE_TTL = 86_400.0  # seconds a fence is kept: longer than any stall it could outlast
 _RESOLVE_RETRY = 0.05  # first pause between fence attempts (doubling to 0.5 s)
@@ -286,6 +473,11 @@ class RedisStore:
         self._trim = client.register_script(_TRIM)
         self._set_pin = client.register_script(_SET_PIN)
         self._read_pins = client.register_script(_READ_PINS)
+        self._keep_imp = client.register_script(_KEEP_IMP)
+        self._claim_imp = client.register_script(_CLAIM_IMP)
+        self._get_imp = client.register_script(_GET_IMP)
+        self._due_imp = client.register_script(_DUE_IMP)
+        self._count_imp = client.register_script(_COUNT_IMP)
 
     @classmethod
     def from_url(
@@ -362,7 +554,7 @@ class RedisStore:
 
     def create_model(self, name: str, config: dict[str, Any],
                      start: tuple[int, bytes] | None = None) -> None:
-        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins")
+        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins", *_IMP_KEYS)
         text = json.dumps(config)
         version, blob = (0, b"") if start is None else (check_position(start[0], "version"),
                                                        bytes(start[1]))
@@ -392,7 +584,7 @@ class RedisStore:
         return [n for n, ok in zip(names, alive, strict=True) if ok]
 
     def delete_model(self, name: str) -> None:
-        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins")
+        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins", *_IMP_KEYS)
         with self._guard("delete_model"):
             if not self._delete(keys=keys):
                 self._not_found(name)
@@ -535,6 +727,83 @@ class RedisStore:
         if res == -1:
             self._not_found(name)
 
+    # -- impressions -----------------------------------------------------------------
+
+    def keep_impressions(self, name: str, items: Sequence[tuple[str, bytes]], shown_at: float,
+                         expires_at: float, max_pending: int) -> int:
+        keys = self._keys(name, "config", *_IMP_KEYS)
+        pairs = _check_items(items)
+        shown = _check_time(shown_at, "shown_at")
+        expires = _check_time(expires_at, "expires_at")
+        if expires <= shown:
+            raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
+        cap = check_position(max_pending, "max_pending")
+        flat = [x for pair in pairs for x in pair]
+        packed = msgpack.packb(flat, use_bin_type=False)
+        with self._guard("keep_impressions"):
+            kept = self._keep_imp(keys=keys, args=[repr(shown), repr(expires), cap, packed,
+                                                   _EXPIRE_SLICE])
+        if kept == -1:
+            self._not_found(name)
+        return int(kept)
+
+    def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
+        keys = self._keys(name, "config", "imp")
+        wanted = _check_ids(ids)
+        t = _check_time(now, "now")
+        with self._guard("get_impressions"):
+            recs = self._get_imp(keys=keys, args=[msgpack.packb(wanted, use_bin_type=False)])
+        if recs is None:
+            self._not_found(name)
+        out = {}
+        for item_id, rec in zip(wanted, recs, strict=True):
+            if rec is not None:
+                imp = _impression(rec)
+                if imp.expires_at > t:
+                    out[item_id] = imp
+        return out
+
+    def claim_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
+                          to_status: str, now: float) -> list[str]:
+        keys = self._keys(name, "config", *_IMP_KEYS)
+        wanted = _check_ids(ids)
+        sources = _check_statuses(from_status, "from_status")
+        to = _status_index(to_status, "to_status")
+        t = _check_time(now, "now")
+        with self._guard("claim_impressions"):
+            moved = self._claim_imp(keys=keys, args=[
+                repr(t), _EXPIRE_SLICE, to, ",".join(str(_status_index(s, "")) for s in sources),
+                msgpack.packb(wanted, use_bin_type=False)])
+        if moved is None:
+            self._not_found(name)
+        return [bytes(m).decode() for m in moved]
+
+    def due_impressions(self, name: str, statuses: Sequence[str], shown_before: float,
+                        now: float, limit: int) -> list[tuple[str, Impression]]:
+        keys = self._keys(name, "config", *_IMP_KEYS)
+        wanted = _check_statuses(statuses, "statuses")
+        before = _check_time(shown_before, "shown_before")
+        t = _check_time(now, "now")
+        n = check_position(limit, "limit")
+        with self._guard("due_impressions"):
+            res = self._due_imp(keys=keys, args=[
+                repr(before), repr(t), n, ",".join(str(_status_index(s, "")) for s in wanted)])
+        if res is None:
+            self._not_found(name)
+        found = [(bytes(i).decode(), _impression(rec)) for i, rec in zip(res[::2], res[1::2],
+                                                                          strict=True)]
+        found.sort(key=lambda x: (x[1].shown_at, x[0]))
+        return found[:n]
+
+    def count_impressions(self, name: str, now: float) -> dict[str, int]:
+        keys = self._keys(name, "config", *_IMP_KEYS)
+        t = _check_time(now, "now")
+        with self._guard("count_impressions"):
+            res = self._count_imp(keys=keys, args=[repr(t)])
+        if res is None:
+            self._not_found(name)
+        return {s: int(n) for s, n in zip(IMPRESSION_STATUSES, res, strict=True)}
+
     def close(self) -> None:
         self._r.close()
         if self._w is not self._r:
@@ -549,6 +818,63 @@ def _result(record: bytes, payload: bytes) -> AppendResult:
         return AppendResult(entry=None, duplicates=skip, version=int(start))
     entry = LogEntry(start=int(start), end=int(end), payload=payload, skip=skip)
     return AppendResult(entry=entry, duplicates=skip, version=int(end))
+
+
+def _impression(rec: bytes) -> Impression:
+    """An Impression from its record: msgpack [payload, shown_at, expires_at, status]."""
+    payload, shown_at, expires_at, status = msgpack.unpackb(rec, raw=True)
+    return Impression(payload=bytes(payload), shown_at=float(shown_at),
+                      expires_at=float(expires_at), status=bytes(status).decode())
+
+
+def _check_ids(ids: Sequence[str]) -> list[str]:
+    """The distinct ids in order, each a str (TypeError otherwise)."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"ids must be a sequence of str, not a {type(ids).__name__}")
+    out = list(ids)
+    for i, item_id in enumerate(out):
+        if not isinstance(item_id, str):
+            raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
+    return list(dict.fromkeys(out))
+
+
+def _check_items(items: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The (id, payload) pairs: ids str, payloads bytes-like (TypeError otherwise)."""
+    out = []
+    for i, (item_id, payload) in enumerate(items):
+        if not isinstance(item_id, str):
+            raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
+        if isinstance(payload, str):
+            raise TypeError(f"impression payload {i} must be bytes; got str")
+        out.append((item_id, bytes(payload)))
+    return out
+
+
+def _status_index(status: str, what: str) -> int:
+    """The 1-based index of a status in IMPRESSION_STATUSES (ValueError if none)."""
+    if status not in IMPRESSION_STATUSES:
+        raise ValueError(f"{what or 'a status'} must be one of {IMPRESSION_STATUSES}; "
+                         f"got {status!r}")
+    return IMPRESSION_STATUSES.index(status) + 1
+
+
+def _check_statuses(statuses: Sequence[str], what: str) -> list[str]:
+    """The distinct statuses, each of IMPRESSION_STATUSES (ValueError otherwise)."""
+    if isinstance(statuses, (str, bytes)):
+        raise TypeError(f"{what} must be a sequence of statuses, not a {type(statuses).__name__}")
+    out = list(dict.fromkeys(statuses))
+    for s in out:
+        _status_index(s, what)
+    return out
+
+
+def _check_time(value: float, what: str) -> float:
+    """Unix seconds as a finite float (ValueError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds; got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be finite; got {value!r}")
+    return float(value)
 
 
 def _before_sending(exc: Exception) -> bool:

@@ -511,6 +511,7 @@ def test_the_openapi_document_has_examples_and_says_what_metrics_is(client):
     schemas = doc["components"]["schemas"]
     for name in ("LearnRequest", "ScoreRequest", "Event", "Item"):
         assert schemas[name]["examples"], name
-    assert len(schemas["Event"]["oneOf"]) == 2
+    assert len(schemas["Event"]["oneOf"]) == 3  # x, features, or (feedback) only an id
+    assert len(schemas["Item"]["oneOf"]) == 2
     assert list(doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == [
         "text/plain; version=0.0.4"]

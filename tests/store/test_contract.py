@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 from collections.abc import Callable
 
@@ -11,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aucstream.service.store import (
+    IMPRESSION_STATUSES,
     AppendResult,
+    Impression,
     LogEntry,
     ModelExists,
     ModelNotFound,
@@ -19,6 +22,8 @@ from aucstream.service.store import (
 )
 
 CONFIG = {"learner": "cbr_fifo", "params": {"C": 0.5, "buffer": 100}, "dim": 8}
+T0 = 1_700_000_000.123456  # unix seconds, with digits a 14-digit formatting would lose
+ZERO = dict.fromkeys(IMPRESSION_STATUSES, 0)
 
 
 @pytest.fixture
@@ -79,6 +84,15 @@ def test_every_method_raises_model_not_found(store: Store) -> None:
         lambda: store.save_checkpoint("nope", 0, b"s"),
         lambda: store.load_checkpoint("nope"),
         lambda: store.trim("nope", 0, 0),
+        lambda: store.keep_impressions("nope", [("a", b"p")], T0, T0 + 10, 10),
+        lambda: store.keep_impressions("nope", [], T0, T0 + 10, 10),
+        lambda: store.get_impressions("nope", ["a"], T0),
+        lambda: store.get_impressions("nope", [], T0),
+        lambda: store.claim_impressions("nope", ["a"], ["pending"], "labelled", T0),
+        lambda: store.claim_impressions("nope", [], [], "labelled", T0),
+        lambda: store.due_impressions("nope", ["pending"], T0, T0, 10),
+        lambda: store.due_impressions("nope", [], T0, T0, 0),
+        lambda: store.count_impressions("nope", T0),
     ]
     for call in calls:
         with pytest.raises(ModelNotFound, match="nope"):
@@ -467,3 +481,295 @@ def test_dedup_matches_a_reference(store: Store, batches: list[list[str | None]]
         entry = LogEntry(start, version, payload, tuple(skip)) if version > start else None
         assert store.append(name, payload, batch) == AppendResult(entry, tuple(skip), version)
     assert store.log_bounds(name)[2] == version
+
+
+# -- impressions -----------------------------------------------------------------------
+
+
+def pending(payload: bytes, shown_at: float, expires_at: float,
+            status: str = "pending") -> Impression:
+    return Impression(payload=payload, shown_at=shown_at, expires_at=expires_at, status=status)
+
+
+def test_keep_then_get(store: Store, model: str) -> None:
+    payload = bytes(range(256)) + b"\x00\r\n"
+    assert store.keep_impressions(model, [("a", b"pa"), ("b", payload), ("", b"")],
+                                  T0, T0 + 60, 100) == 3
+    assert store.get_impressions(model, ["b", "nope", "a", ""], T0 + 1) == {
+        "b": pending(payload, T0, T0 + 60),
+        "a": pending(b"pa", T0, T0 + 60),
+        "": pending(b"", T0, T0 + 60),
+    }
+    got = store.get_impressions(model, ["a"], T0)
+    assert got["a"].shown_at == T0 and got["a"].expires_at == T0 + 60  # exact floats
+    assert store.get_impressions(model, [], T0) == {}
+    assert store.get_impressions(model, ["a", "a"], T0) == {"a": pending(b"pa", T0, T0 + 60)}
+    assert store.keep_impressions(model, [], T0, T0 + 60, 100) == 0
+    store.keep_impressions(model, [("c", bytearray(b"ba"))], T0, T0 + 60, 100)  # type: ignore[list-item]
+    assert store.get_impressions(model, ["c"], T0)["c"].payload == b"ba"
+
+
+def test_impression_ids_and_names_are_any_strings(store: Store) -> None:
+    odd = ["x}y", "{z}", "a:b", "é ü", "m:{m}:imp", "id with spaces", "\"q\""]
+    for n in ("x}y", "{m}"):
+        store.create_model(n, CONFIG)
+        assert store.keep_impressions(n, [(i, i.encode()) for i in odd], T0, T0 + 9, 100) == 7
+        got = store.get_impressions(n, odd, T0)
+        assert {i: imp.payload for i, imp in got.items()} == {i: i.encode() for i in odd}
+        assert store.claim_impressions(n, odd, ["pending"], "labelled", T0) == odd
+        assert store.count_impressions(n, T0) == {**ZERO, "labelled": 7}
+
+
+def test_first_showing_wins(store: Store, model: str) -> None:
+    assert store.keep_impressions(model, [("a", b"first"), ("a", b"again")], T0, T0 + 60, 100) == 1
+    assert store.keep_impressions(model, [("a", b"later"), ("b", b"b")], T0 + 5, T0 + 90, 100) == 1
+    assert store.get_impressions(model, ["a", "b"], T0 + 6) == {
+        "a": pending(b"first", T0, T0 + 60),
+        "b": pending(b"b", T0 + 5, T0 + 90),
+    }
+    # kept again once labelled: still left exactly as it is
+    assert store.claim_impressions(model, ["a"], ["pending"], "labelled", T0 + 7) == ["a"]
+    assert store.keep_impressions(model, [("a", b"third")], T0 + 8, T0 + 100, 100) == 0
+    assert store.get_impressions(model, ["a"], T0 + 8) == {
+        "a": pending(b"first", T0, T0 + 60, "labelled")}
+    assert store.count_impressions(model, T0 + 8) == {**ZERO, "pending": 1, "labelled": 1}
+
+
+def test_keep_stops_at_max_pending(store: Store, model: str) -> None:
+    items = [(f"i{k}", b"%d" % k) for k in range(5)]
+    assert store.keep_impressions(model, items, T0, T0 + 100, 3) == 3  # kept in order
+    assert set(store.get_impressions(model, [i for i, _ in items], T0)) == {"i0", "i1", "i2"}
+    assert store.keep_impressions(model, [("late", b"x")], T0, T0 + 100, 3) == 0
+    # every status counts towards the cap, not only pending
+    store.claim_impressions(model, ["i0"], ["pending"], "labelled", T0)
+    store.claim_impressions(model, ["i1"], ["pending"], "timing_out", T0)
+    assert store.keep_impressions(model, [("late", b"x")], T0, T0 + 100, 3) == 0
+    # a kept id does not take a place; the new ones after it do, up to the cap
+    assert store.keep_impressions(model, [("i0", b"x"), ("n1", b"1"), ("n2", b"2")],
+                                  T0 + 1, T0 + 200, 4) == 1
+    assert set(store.get_impressions(model, ["n1", "n2"], T0 + 1)) == {"n1"}
+    assert store.keep_impressions(model, [("z", b"z")], T0 + 1, T0 + 200, 0) == 0
+    # expired impressions do not count: at T0 + 100 only n1 is left
+    assert store.keep_impressions(model, [(f"j{k}", b"") for k in range(5)],
+                                  T0 + 100, T0 + 300, 3) == 2
+    assert store.count_impressions(model, T0 + 100) == {**ZERO, "pending": 3}
+    assert store.get_impressions(model, ["n1", "j0", "j1", "j2"], T0 + 100).keys() == {
+        "n1", "j0", "j1"}
+
+
+def test_max_pending_counts_unexpired_impressions_only_however_many_expired(
+    store: Store, model: str
+) -> None:
+    """More expired impressions than one write drops at a time: the rest still do not
+    count, and are not seen."""
+    n = 2_500
+    assert store.keep_impressions(model, [(f"o{k}", b"o") for k in range(n)],
+                                  T0, T0 + 10, n) == n
+    assert store.keep_impressions(model, [("p", b"1"), ("q", b"2"), ("r", b"3")],
+                                  T0 + 20, T0 + 30, 2) == 2
+    assert store.count_impressions(model, T0 + 20) == {**ZERO, "pending": 2}
+    assert [i for i, _ in store.due_impressions(model, ["pending"], T0 + 20, T0 + 20, 10)] == [
+        "p", "q"]
+    assert store.get_impressions(model, ["o0", f"o{n - 1}", "p"], T0 + 20).keys() == {"p"}
+    assert store.claim_impressions(model, ["o0", f"o{n - 1}", "q"], ["pending"], "labelled",
+                                   T0 + 20) == ["q"]
+    assert store.count_impressions(model, T0 + 20) == {**ZERO, "pending": 1, "labelled": 1}
+
+
+def test_expired_impressions_are_not_seen_and_are_replaced(store: Store, model: str) -> None:
+    store.keep_impressions(model, [("a", b"a"), ("b", b"b")], T0, T0 + 10, 100)
+    store.keep_impressions(model, [("c", b"c")], T0 + 5, T0 + 100, 100)
+    store.claim_impressions(model, ["b"], ["pending"], "labelled", T0 + 1)
+    assert store.get_impressions(model, ["a", "b", "c"], T0 + 9.5).keys() == {"a", "b", "c"}
+    # expired at expires_at: get, due, count and claim ignore it
+    assert store.get_impressions(model, ["a", "b", "c"], T0 + 10).keys() == {"c"}
+    assert store.due_impressions(model, IMPRESSION_STATUSES, T0 + 10, T0 + 10, 10) == [
+        ("c", pending(b"c", T0 + 5, T0 + 100))]
+    assert store.count_impressions(model, T0 + 10) == {**ZERO, "pending": 1}
+    assert store.count_impressions(model, T0 + 9) == {**ZERO, "pending": 2, "labelled": 1}
+    assert store.claim_impressions(model, ["a", "b", "c"], ["pending", "labelled"],
+                                   "timing_out", T0 + 10) == ["c"]
+    # an expired id is kept anew: as a new showing
+    assert store.keep_impressions(model, [("a", b"a2"), ("b", b"b2"), ("c", b"c2")],
+                                  T0 + 20, T0 + 40, 100) == 2
+    assert store.get_impressions(model, ["a", "b", "c"], T0 + 20) == {
+        "a": pending(b"a2", T0 + 20, T0 + 40),
+        "b": pending(b"b2", T0 + 20, T0 + 40),
+        "c": pending(b"c", T0 + 5, T0 + 100, "timing_out"),
+    }
+    assert store.count_impressions(model, T0 + 20) == {**ZERO, "pending": 2, "timing_out": 1}
+    # reads at an earlier time do not bring back what a write dropped
+    assert store.get_impressions(model, ["a"], T0 + 1) == {"a": pending(b"a2", T0 + 20, T0 + 40)}
+
+
+def test_claim_moves_only_from_the_given_statuses(store: Store, model: str) -> None:
+    store.keep_impressions(model, [(i, i.encode()) for i in "abcde"], T0, T0 + 60, 100)
+    assert store.claim_impressions(model, ["d", "nope", "b", "d", "a"], ["pending"], "labelled",
+                                   T0) == ["d", "b", "a"]  # in the order given, each once
+    assert store.claim_impressions(model, ["a", "b", "c"], ["pending"], "labelled", T0) == ["c"]
+    assert store.claim_impressions(model, ["a", "e"], ["pending"], "timing_out", T0) == ["e"]
+    assert store.claim_impressions(model, ["e", "a"], ["timing_out", "labelled"], "timed_out",
+                                   T0) == ["e", "a"]
+    assert store.claim_impressions(model, ["a", "b"], [], "pending", T0) == []
+    assert store.claim_impressions(model, [], ["pending"], "labelled", T0) == []
+    # to the status it has: it matches, and stays
+    assert store.claim_impressions(model, ["b"], ["labelled"], "labelled", T0) == ["b"]
+    got = store.get_impressions(model, list("abcde"), T0)
+    assert {i: imp.status for i, imp in got.items()} == {
+        "a": "timed_out", "b": "labelled", "c": "labelled", "d": "labelled", "e": "timed_out"}
+    assert got["a"] == pending(b"a", T0, T0 + 60, "timed_out")  # the rest unchanged
+    assert store.count_impressions(model, T0) == {**ZERO, "labelled": 3, "timed_out": 2}
+    # and back: nothing but a claim moves it
+    assert store.claim_impressions(model, ["a"], ["timed_out"], "pending", T0) == ["a"]
+    assert store.due_impressions(model, ["pending"], T0, T0, 10) == [
+        ("a", pending(b"a", T0, T0 + 60))]
+
+
+def test_concurrent_claims_move_each_impression_once(make_store: Callable[[], Store]) -> None:
+    """Claims from two store objects on one backend (as two replicas), from threads, of
+    the same ids: each impression is moved by exactly one of them."""
+    one, two = make_store(), make_store()
+    one.create_model("m", CONFIG)
+    n = 300
+    all_ids = [f"i{k}" for k in range(n)]
+    assert one.keep_impressions("m", [(i, b"p") for i in all_ids], T0, T0 + 60, n) == n
+    n_threads = 8
+    start = threading.Barrier(n_threads)
+    results: dict[int, list[list[str]]] = {t: [] for t in range(n_threads)}
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            s = (one, two)[t % 2]
+            order = all_ids[:]
+            random.Random(t).shuffle(order)
+            start.wait()
+            for k in range(0, n, 25):
+                # half the threads label, half time out: a race between the two
+                to = "labelled" if t < n_threads // 2 else "timing_out"
+                results[t].append(s.claim_impressions("m", order[k : k + 25], ["pending"], to,
+                                                      T0 + 1))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    moved = [i for rs in results.values() for r in rs for i in r]
+    assert sorted(moved) == sorted(all_ids)  # every one moved, none twice
+    by_labellers = {i for t in range(n_threads // 2) for r in results[t] for i in r}
+    final = two.get_impressions("m", all_ids, T0 + 1)
+    assert {i for i, imp in final.items() if imp.status == "labelled"} == by_labellers
+    assert {i for i, imp in final.items() if imp.status == "timing_out"} == (
+        set(all_ids) - by_labellers)
+    assert one.count_impressions("m", T0 + 1) == {
+        **ZERO, "labelled": len(by_labellers), "timing_out": n - len(by_labellers)}
+
+
+def test_due_impressions_oldest_first(store: Store, model: str) -> None:
+    for item_id, shown in (("c", 3.0), ("b", 1.0), ("a", 1.0), ("d", 5.0), ("e", 2.5)):
+        store.keep_impressions(model, [(item_id, item_id.encode())], T0 + shown, T0 + 60, 100)
+    due = store.due_impressions(model, ["pending"], T0 + 3, T0 + 10, 10)
+    assert due == [("a", pending(b"a", T0 + 1, T0 + 60)), ("b", pending(b"b", T0 + 1, T0 + 60)),
+                   ("e", pending(b"e", T0 + 2.5, T0 + 60)), ("c", pending(b"c", T0 + 3, T0 + 60))]
+    # shown_before is inclusive; ties by id; at most limit
+    assert [i for i, _ in store.due_impressions(model, ["pending"], T0 + 2.9, T0, 10)] == [
+        "a", "b", "e"]
+    assert [i for i, _ in store.due_impressions(model, ["pending"], T0 + 9, T0, 2)] == ["a", "b"]
+    assert store.due_impressions(model, ["pending"], T0 + 9, T0, 0) == []
+    assert store.due_impressions(model, ["pending"], T0, T0, 10) == []
+    # filtered by status; several statuses merged in one order
+    store.claim_impressions(model, ["b", "c"], ["pending"], "timing_out", T0 + 10)
+    store.claim_impressions(model, ["e"], ["pending"], "labelled", T0 + 10)
+    assert [i for i, _ in store.due_impressions(model, ["pending"], T0 + 9, T0, 10)] == ["a", "d"]
+    assert store.due_impressions(model, ["timing_out"], T0 + 9, T0, 10) == [
+        ("b", pending(b"b", T0 + 1, T0 + 60, "timing_out")),
+        ("c", pending(b"c", T0 + 3, T0 + 60, "timing_out"))]
+    assert [i for i, _ in store.due_impressions(model, ["timing_out", "pending"], T0 + 9, T0,
+                                                10)] == ["a", "b", "c", "d"]
+    assert [i for i, _ in store.due_impressions(model, ["timing_out", "pending"], T0 + 9, T0,
+                                                3)] == ["a", "b", "c"]
+    assert [i for i, _ in store.due_impressions(model, IMPRESSION_STATUSES, T0 + 9, T0,
+                                                10)] == ["a", "b", "e", "c", "d"]
+    assert store.due_impressions(model, ["timed_out"], T0 + 9, T0, 10) == []
+    assert store.due_impressions(model, [], T0 + 9, T0, 10) == []
+
+
+def test_due_impressions_skip_expired_and_page_through_many(store: Store, model: str) -> None:
+    # oldest showings expire first; a few shown later expire early
+    store.keep_impressions(model, [(f"old{k:04d}", b"") for k in range(1_500)], T0, T0 + 10, 10**6)
+    store.keep_impressions(model, [(f"new{k:04d}", b"") for k in range(1_500)],
+                           T0 + 1, T0 + 100, 10**6)
+    store.keep_impressions(model, [("early", b"")], T0 + 2, T0 + 5, 10**6)
+    store.keep_impressions(model, [("late", b"")], T0 + 3, T0 + 100, 10**6)
+    due = store.due_impressions(model, ["pending"], T0 + 50, T0 + 20, 1_400)
+    assert [i for i, _ in due] == [f"new{k:04d}" for k in range(1_400)]
+    due = store.due_impressions(model, ["pending"], T0 + 50, T0 + 20, 5_000)
+    assert [i for i, _ in due] == [*(f"new{k:04d}" for k in range(1_500)), "late"]
+    due = store.due_impressions(model, ["pending"], T0 + 50, T0 + 3, 5_000)
+    assert len(due) == 3_002 and due[1_500][0] == "new0000" and due[-2][0] == "early"
+    assert store.count_impressions(model, T0 + 20) == {**ZERO, "pending": 1_501}
+
+
+def test_count_impressions(store: Store, model: str) -> None:
+    assert store.count_impressions(model, T0) == ZERO
+    store.keep_impressions(model, [(f"i{k}", b"") for k in range(6)], T0, T0 + 10, 100)
+    store.keep_impressions(model, [("j", b"")], T0, T0 + 20, 100)
+    store.claim_impressions(model, ["i0", "i1"], ["pending"], "labelled", T0)
+    store.claim_impressions(model, ["i2", "i3", "i4"], ["pending"], "timing_out", T0)
+    store.claim_impressions(model, ["i4"], ["timing_out"], "timed_out", T0)
+    assert store.count_impressions(model, T0 + 1) == {
+        "pending": 2, "labelled": 2, "timing_out": 2, "timed_out": 1}
+    assert store.count_impressions(model, T0 + 10) == {**ZERO, "pending": 1}
+    assert store.count_impressions(model, T0 + 20) == ZERO
+
+
+def test_impressions_go_with_the_model(store: Store) -> None:
+    store.create_model("a", CONFIG)
+    store.create_model("b", CONFIG)
+    store.keep_impressions("a", [("x", b"ax"), ("y", b"ay")], T0, T0 + 60, 100)
+    store.claim_impressions("a", ["y"], ["pending"], "timing_out", T0)
+    assert store.keep_impressions("b", [("x", b"bx")], T0, T0 + 60, 1) == 1  # its own cap
+    assert store.get_impressions("b", ["x", "y"], T0) == {"x": pending(b"bx", T0, T0 + 60)}
+    store.delete_model("a")
+    with pytest.raises(ModelNotFound):
+        store.get_impressions("a", ["x"], T0)
+    store.create_model("a", CONFIG)  # a new model: no impressions
+    assert store.get_impressions("a", ["x", "y"], T0) == {}
+    assert store.count_impressions("a", T0) == ZERO
+    assert store.due_impressions("a", IMPRESSION_STATUSES, T0 + 60, T0, 10) == []
+    assert store.claim_impressions("a", ["x", "y"], IMPRESSION_STATUSES, "timed_out", T0) == []
+    assert store.keep_impressions("a", [("x", b"new"), ("y", b"new")], T0 + 1, T0 + 60, 2) == 2
+    assert store.count_impressions("a", T0 + 1) == {**ZERO, "pending": 2}
+    assert store.get_impressions("b", ["x"], T0) == {"x": pending(b"bx", T0, T0 + 60)}
+
+
+def test_bad_impression_arguments_are_rejected(store: Store, model: str) -> None:
+    bad: list[tuple[type[Exception], Callable[[], object]]] = [
+        (TypeError, lambda: store.keep_impressions(model, [(3, b"p")], T0, T0 + 1, 9)),  # type: ignore[list-item]
+        (TypeError, lambda: store.keep_impressions(model, [("a", "text")], T0, T0 + 1, 9)),  # type: ignore[list-item]
+        (ValueError, lambda: store.keep_impressions(model, [("a", b"p")], T0, T0 + 1, -1)),
+        (ValueError, lambda: store.keep_impressions(model, [("a", b"p")], T0, T0 + 1, True)),
+        (ValueError, lambda: store.keep_impressions(model, [("a", b"p")], T0, T0, 9)),
+        (ValueError, lambda: store.keep_impressions(model, [("a", b"p")], float("nan"), T0, 9)),
+        (TypeError, lambda: store.keep_impressions(model, [("a", b"p")], "now", T0, 9)),  # type: ignore[arg-type]
+        (ValueError, lambda: store.keep_impressions("", [("a", b"p")], T0, T0 + 1, 9)),
+        (TypeError, lambda: store.get_impressions(model, ["a", None], T0)),  # type: ignore[list-item]
+        (TypeError, lambda: store.get_impressions(model, "abc", T0)),
+        (ValueError, lambda: store.get_impressions(model, ["a"], float("inf"))),
+        (TypeError, lambda: store.claim_impressions(model, [b"a"], ["pending"], "labelled", T0)),  # type: ignore[list-item]
+        (ValueError, lambda: store.claim_impressions(model, ["a"], ["pending"], "done", T0)),
+        (ValueError, lambda: store.claim_impressions(model, ["a"], ["shown"], "labelled", T0)),
+        (TypeError, lambda: store.claim_impressions(model, ["a"], "pending", "labelled", T0)),
+        (ValueError, lambda: store.due_impressions(model, ["late"], T0, T0, 10)),
+        (ValueError, lambda: store.due_impressions(model, ["pending"], T0, T0, -1)),
+        (ValueError, lambda: store.due_impressions(model, ["pending"], T0, T0, 1.5)),  # type: ignore[arg-type]
+        (TypeError, lambda: store.count_impressions(model, None)),  # type: ignore[arg-type]
+    ]
+    for exc, call in bad:
+        with pytest.raises(exc):
+            call()
+    assert store.count_impressions(model, T0) == ZERO  # nothing was written

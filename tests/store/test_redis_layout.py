@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 
 from aucstream.service.store import RedisStore
+from aucstream.service.store.redis_store import _IMP_KEYS
 from tests.redis_servers import RedisCluster, RedisServer, fast_redis_store
 
 
@@ -13,6 +15,8 @@ def test_key_layout(redis_server: RedisServer) -> None:
     store.create_model("m", {"k": 1})
     store.append("m", b"\x00payload", ["a", "b", "a"])
     store.save_checkpoint("m", 2, b"\x80state")
+    store.keep_impressions("m", [("i1", b"\x00row1"), ("i2", b"row2")], 1000.5, 1060.5, 10)
+    store.claim_impressions("m", ["i2"], ["pending"], "labelled", 1001.0)
     r = redis_server.client()
     try:
         keys = {bytes(k).decode(): r.type(k) for k in r.scan_iter(match="lay:*")}
@@ -28,6 +32,11 @@ def test_key_layout(redis_server: RedisServer) -> None:
             "lay:{m}:log": b"stream",
             "lay:{m}:ids": b"zset",
             "lay:{m}:ckpt": b"hash",
+            "lay:{m}:imp": b"hash",
+            "lay:{m}:imp:shown:pending": b"zset",
+            "lay:{m}:imp:exp:pending": b"zset",
+            "lay:{m}:imp:shown:labelled": b"zset",
+            "lay:{m}:imp:exp:labelled": b"zset",
         }
         ((entry_id, fields),) = r.xrange("lay:{m}:log") or []
         assert entry_id == b"2-0"
@@ -35,9 +44,26 @@ def test_key_layout(redis_server: RedisServer) -> None:
         assert r.zrange("lay:{m}:ids", 0, -1, withscores=True) == [(b"a", 1.0), (b"b", 2.0)]
         assert r.hget("lay:{m}:ckpt", "blob") == b"\x80state"  # raw bytes, no pickle
         assert r.hget("lay:{m}:meta", "end") == b"2"
+        # impressions: id -> msgpack [payload, shown_at, expires_at, status]; per status
+        # a zset by shown_at and one by expires_at
+        assert msgpack.unpackb(r.hget("lay:{m}:imp", "i1"), raw=True) == [
+            b"\x00row1", 1000.5, 1060.5, b"pending"]
+        assert msgpack.unpackb(r.hget("lay:{m}:imp", "i2"), raw=True)[3] == b"labelled"
+        assert r.zrange("lay:{m}:imp:shown:pending", 0, -1, withscores=True) == [(b"i1", 1000.5)]
+        assert r.zrange("lay:{m}:imp:exp:pending", 0, -1, withscores=True) == [(b"i1", 1060.5)]
+        assert r.zrange("lay:{m}:imp:shown:labelled", 0, -1, withscores=True) == [
+            (b"i2", 1000.5)]
+        assert r.zrange("lay:{m}:imp:exp:labelled", 0, -1, withscores=True) == [(b"i2", 1060.5)]
         store.delete_model("m")
         # everything goes but the append records, which expire on their own
         assert [bytes(k).decode() for k in r.scan_iter(match="lay:{*")] == tokens
+        # impression keys left without a config (say, by hand) go when it is created again
+        r.hset("lay:{m}:imp", "i1", b"x")
+        r.zadd("lay:{m}:imp:shown:timed_out", {"i1": 1.0})
+        store.create_model("m", {})
+        assert sorted(bytes(k).decode() for k in r.scan_iter(match="lay:{*")) == sorted(
+            [*tokens, "lay:{m}:config", "lay:{m}:meta"])
+        assert store.get_impressions("m", ["i1"], 0.0) == {}
     finally:
         r.close()
         store.close()
@@ -70,10 +96,15 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
     store.save_checkpoint(name, 1, b"s")
     r = redis_cluster.nodes[0].client()
     try:
-        suffixes = ("config", "meta", "log", "ids", "ckpt", "pins", "tok:" + "0" * 32)
+        suffixes = ("config", "meta", "log", "ids", "ckpt", "pins", "tok:" + "0" * 32,
+                    *_IMP_KEYS)
         slots = {r.cluster("KEYSLOT", f"slot:{{{name}}}:{x}") for x in suffixes}
         assert len(slots) == 1
         assert store.read_log(name, 0)[0].payload == b"p"
+        assert store.keep_impressions(name, [("i", b"row")], 10.0, 20.0, 5) == 1
+        assert store.claim_impressions(name, ["i"], ["pending"], "timing_out", 11.0) == ["i"]
+        assert [i for i, _ in store.due_impressions(name, ["timing_out"], 10.0, 11.0, 5)] == ["i"]
+        assert store.count_impressions(name, 11.0)["timing_out"] == 1
         store.delete_model(name)
     finally:
         r.close()

@@ -1,0 +1,231 @@
+"""The ad-click flow: items scored now, labelled later by id, negatives by timeout.
+
+A model created with ``"feedback": {"window_s": W, "negative_after_s": T}`` keeps every
+``/score`` item that carries an ``id`` as an *impression*: its encoded row, the score it
+was served and the model version, in the store, for W seconds. A later ``/learn`` event
+``{"id", "label"}`` (no ``x`` or ``features``) is joined with it and learned in log
+order. With T set, an impression that has no label T seconds after it was shown is
+learned as a negative by the sync loop of whichever replica gets to it first.
+
+Exactly once, across replicas and kill -9, rests on two things: the store's atomic
+status claims (``pending`` → ``labelled`` by a label, ``pending`` → ``timing_out`` →
+``timed_out`` by the sweep: one claim wins) and the log's event ids (a label and the
+timeout negative of impression ``i`` are both learned under the event id ``i``, so a
+retried label, a second label, or a sweep repeated after a crash is a duplicate).
+
+A positive that arrives after its impression was learned as a timeout negative (and
+within W) is learned as a positive too, under the event id ``i#late``: the negative
+stays learned. That is the fake-negative scheme of Ktena et al. (2019) without its
+importance weights; a second late positive is a duplicate of the first, a late
+negative a duplicate of the timeout negative.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from .encoding import EncodedBatch, EncodingError
+from .store.base import Impression, Store
+
+__all__ = ["Feedback", "Joined", "decode_impression", "encode_impression", "impressions_of",
+           "join_labels", "sweep_timeouts"]
+
+log = logging.getLogger("aucstream.feedback")
+
+LATE_SUFFIX = "#late"
+_IMPRESSION_FORMAT = 1
+_SWEEP_LIMIT = 5_000  # impressions one sweep of one model takes (the next sweep goes on)
+# A sweep that claimed impressions and died before their negatives were in the log: its
+# claims are taken over by another sweep after this many seconds.
+STALE_CLAIM_S = 30.0
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """A model's feedback configuration (validated at creation)."""
+
+    window_s: float
+    negative_after_s: float | None
+    max_pending: int
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> Feedback | None:
+        spec = config.get("feedback")
+        if not spec:
+            return None
+        return cls(float(spec["window_s"]), None if spec.get("negative_after_s") is None
+                   else float(spec["negative_after_s"]), int(spec["max_pending"]))
+
+
+# --------------------------------------------------------------------------- impressions
+def encode_impression(batch: EncodedBatch, i: int, score: float, version: int) -> bytes:
+    """One scored row, with the score it was served and the model version, as bytes."""
+    doc: dict[str, Any] = {"f": _IMPRESSION_FORMAT, "s": float(score), "v": int(version)}
+    if batch.X is not None:
+        doc["x"] = np.ascontiguousarray(batch.X[i], np.float64).tobytes()
+    else:
+        assert batch.indptr is not None and batch.indices is not None and batch.values is not None
+        a, b = int(batch.indptr[i]), int(batch.indptr[i + 1])
+        doc["i"] = np.ascontiguousarray(batch.indices[a:b], np.int64).tobytes()
+        doc["w"] = np.ascontiguousarray(batch.values[a:b], np.float64).tobytes()
+    return msgpack.packb(doc, use_bin_type=True)
+
+
+def decode_impression(blob: bytes) -> tuple[Any, float, int]:
+    """(row, served score, version): row a 1-D float array (dense) or (indices, values)."""
+    doc = msgpack.unpackb(blob, raw=False)
+    if not isinstance(doc, dict) or doc.get("f") != _IMPRESSION_FORMAT:
+        raise ValueError("unknown impression format")
+    if "x" in doc:
+        row: Any = np.frombuffer(doc["x"], np.float64)
+    else:
+        row = (np.frombuffer(doc["i"], np.int64), np.frombuffer(doc["w"], np.float64))
+    return row, float(doc["s"]), int(doc["v"])
+
+
+def impressions_of(batch: EncodedBatch, ids: Sequence[str | None], scores: np.ndarray,
+                   version: int) -> list[tuple[str, bytes]]:
+    """The (id, payload) of every scored item that has an id (the first of a repeated id)."""
+    out: dict[str, bytes] = {}
+    for i, item_id in enumerate(ids):
+        if item_id is not None and item_id not in out:
+            out[item_id] = encode_impression(batch, i, float(scores[i]), version)
+    return list(out.items())
+
+
+def batch_of_rows(rows: Sequence[Any], n_features: int) -> EncodedBatch:
+    """An encoded batch of rows, each a dense 1-D array or an (indices, values) pair."""
+    if not rows or isinstance(rows[0], np.ndarray):
+        X = np.vstack(rows) if rows else np.zeros((0, n_features))
+        return EncodedBatch(n=len(rows), X=X)
+    lengths = [len(r[0]) for r in rows]
+    indptr = np.zeros(len(rows) + 1, np.int64)
+    indptr[1:] = np.cumsum(lengths)
+    return EncodedBatch(n=len(rows), indptr=indptr,
+                        indices=np.concatenate([r[0] for r in rows]).astype(np.int64),
+                        values=np.concatenate([r[1] for r in rows]).astype(np.float64))
+
+
+def rows_of(batch: EncodedBatch) -> list[Any]:
+    """The rows of an encoded batch, in the form :func:`batch_of_rows` takes."""
+    if batch.X is not None:
+        return list(batch.X)
+    assert batch.indptr is not None and batch.indices is not None and batch.values is not None
+    return [(batch.indices[batch.indptr[i]:batch.indptr[i + 1]],
+             batch.values[batch.indptr[i]:batch.indptr[i + 1]]) for i in range(batch.n)]
+
+
+# --------------------------------------------------------------------------- labels by id
+@dataclass
+class Joined:
+    """Rows to learn for a request's label-only events, and what could not be joined."""
+
+    rows: dict[int, Any]  # event index -> row
+    event_ids: dict[int, str]  # event index -> the id it is learned under
+    unmatched: list[str]  # ids with no kept impression (unknown or expired)
+    late_duplicates: int  # labels for impressions already learned as timeout negatives
+    delays: list[float]  # seconds from showing to label, of the joined events
+
+
+def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
+                now: float | None = None) -> Joined:
+    """Join label-only events ``(index, id, label ±1)`` with their impressions.
+
+    A pending impression is claimed as labelled; one labelled already (a retry, or a
+    second label) is learned again under the same event id, which the log dedups; one
+    learned as a timeout negative takes a positive as a late positive (event id
+    ``id#late``) and a negative as a duplicate. Unknown and expired ids are unmatched.
+    """
+    now = time.time() if now is None else now
+    ids = list(dict.fromkeys(i for _, i, _ in events))
+    kept = store.get_impressions(name, ids, now)
+    claimed = set(store.claim_impressions(
+        name, [i for i in ids if i in kept and kept[i].status == "pending"],
+        ("pending",), "labelled", now))
+    if len(claimed) < sum(1 for i in ids if i in kept and kept[i].status == "pending"):
+        # lost a race with the timeout sweep (or another label): read the statuses again
+        kept.update(store.get_impressions(
+            name, [i for i in ids if i in kept and kept[i].status == "pending"
+                   and i not in claimed], now))
+    out = Joined({}, {}, [], 0, [])
+    for index, item_id, label in events:
+        imp: Impression | None = kept.get(item_id)
+        if imp is None:
+            out.unmatched.append(item_id)
+            continue
+        status = "labelled" if item_id in claimed else imp.status
+        if status in ("timing_out", "timed_out"):
+            if label < 0:
+                out.late_duplicates += 1
+                continue
+            event_id = item_id + LATE_SUFFIX
+        else:
+            event_id = item_id
+        row, _, _ = decode_impression(imp.payload)
+        out.rows[index] = row
+        out.event_ids[index] = event_id
+        out.delays.append(max(0.0, now - imp.shown_at))
+    return out
+
+
+def merge_events(encoded: EncodedBatch | None, encoded_at: list[int], joined: Joined,
+                 n_events: int, n_features: int) -> tuple[EncodedBatch, list[int]]:
+    """One batch of the request's events in request order: the encoded ones and the joined
+    ones (label-only events that did not join are left out); and the event index of each
+    row."""
+    rows: dict[int, Any] = dict(joined.rows)
+    if encoded is not None:
+        for index, row in zip(encoded_at, rows_of(encoded), strict=True):
+            rows[index] = row
+    order = [i for i in range(n_events) if i in rows]
+    return batch_of_rows([rows[i] for i in order], n_features), order
+
+
+def check_label_only(events: Sequence[Any], has_feedback: bool) -> list[int]:
+    """Indices of events with neither ``x`` nor ``features``: labels by id. Raise the 422
+    for a model without feedback, or for such an event without an id."""
+    label_only = [i for i, e in enumerate(events) if e.x is None and e.features is None]
+    for i in label_only:
+        if not has_feedback:
+            return []  # the encoder words it: this model needs x or features
+        if events[i].id is None:
+            raise EncodingError(("events", i), "an event without 'x' or 'features' is a label "
+                                "for a scored item: give the item's 'id'")
+    return label_only
+
+
+# --------------------------------------------------------------------------- timeouts
+def sweep_timeouts(store: Store, name: str, feedback: Feedback, n_features: int,
+                   learn: Any, now: float | None = None) -> int:
+    """Learn the impressions unlabelled for ``negative_after_s`` as negatives, once.
+
+    Claims due pending impressions (pending → timing_out), learns them through
+    ``learn(batch, y, event_ids)`` (append and apply; the event id is the impression's
+    id, so a label that got in first makes the negative a duplicate), then marks them
+    timed_out. Claims left by a sweep that died are taken over after
+    :data:`STALE_CLAIM_S`. Returns the negatives appended.
+    """
+    if feedback.negative_after_s is None:
+        return 0
+    now = time.time() if now is None else now
+    due_at = now - feedback.negative_after_s
+    due = store.due_impressions(name, ("pending",), due_at, now, _SWEEP_LIMIT)
+    claimed = set(store.claim_impressions(name, [i for i, _ in due], ("pending",),
+                                          "timing_out", now))
+    stale = store.due_impressions(name, ("timing_out",), due_at - STALE_CLAIM_S, now,
+                                  _SWEEP_LIMIT)
+    take = [(i, imp) for i, imp in due if i in claimed] + stale
+    if not take:
+        return 0
+    rows = [decode_impression(imp.payload)[0] for _, imp in take]
+    ids = [i for i, _ in take]
+    learn(batch_of_rows(rows, n_features), np.full(len(rows), -1, np.int8), ids)
+    store.claim_impressions(name, ids, ("timing_out",), "timed_out", now)
+    return len(ids)

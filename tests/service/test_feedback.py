@@ -1,0 +1,169 @@
+"""The ad-click flow: items kept at /score by id, labels joined at /learn, negatives by
+timeout exactly once; both stores."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from aucstream import models
+from tests.service.test_api import HASHED, hashed_events
+
+FEEDBACK = {**HASHED, "feedback": {"window_s": 600}}
+
+
+def _items(n: int, seed: int = 0, prefix: str = "imp"):
+    events = hashed_events(n, seed=seed)
+    items = [{"features": e["features"], "id": f"{prefix}{i}"} for i, e in enumerate(events)]
+    return items, [e["label"] for e in events]
+
+
+def _wait(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def test_the_feedback_config_is_validated_and_shown(app_client):
+    c = app_client()
+    r = c.post("/models", json={**HASHED, "feedback": {"window_s": 60, "negative_after_s": 90}})
+    assert r.status_code == 422 and "negative_after_s" in r.text
+    assert c.post("/models", json={**HASHED, "feedback": {"window_s": 0}}).status_code == 422
+    r = c.post("/models", json={**HASHED, "feedback": {"window_s": 60, "negative_after_s": 30}})
+    assert r.status_code == 201
+    fb = c.get("/models/h").json()["feedback"]
+    assert fb["window_s"] == 60 and fb["negative_after_s"] == 30
+    assert fb["max_pending"] == 1_000_000
+
+
+def test_labels_by_id_learn_the_scored_rows_once(app_client):
+    c = app_client()
+    c.post("/models", json=FEEDBACK)
+    items, labels = _items(60)
+    r = c.post("/score", json={"model": "h", "items": items}).json()
+    assert r["kept"] == 60
+    again = c.post("/score", json={"model": "h", "items": items[:5]}).json()
+    assert again["kept"] == 0  # the first showing counts
+    events = [{"id": it["id"], "label": y} for it, y in zip(items, labels, strict=True)]
+    r = c.post("/learn", json={"model": "h", "events": events[:40]})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"accepted": 40, "duplicates": 0, "version": 40, "unmatched": []}
+    # a second label for the same id is a duplicate; unknown ids are reported
+    r = c.post("/learn", json={"model": "h", "events": [
+        *events[:3], {"id": "nope", "label": 1}, *events[40:]]}).json()
+    assert r == {"accepted": 20, "duplicates": 3, "version": 60, "unmatched": ["nope"]}
+    # what was learned is the scored rows with their labels, in log order
+    host = c.app.state.host
+    ref = models.create("cbr_diag_fifo", n_features=1 << 18)
+    enc = host.get("h").encoder
+    ref.learn(enc.encode([{"features": it["features"]} for it in items]).learner_input(),
+              labels)
+    got = host.get("h").learner.get_state()
+    for k, v in ref.get_state().items():
+        assert (np.array_equal(got[k], v) if isinstance(v, np.ndarray) else got[k] == v), k
+
+
+def test_a_request_mixes_full_events_and_labels_in_order(app_client):
+    c = app_client()
+    c.post("/models", json=FEEDBACK)
+    items, labels = _items(10, seed=1)
+    c.post("/score", json={"model": "h", "items": items})
+    full = hashed_events(4, seed=2)
+    events = [full[0], {"id": "imp3", "label": labels[3]}, full[1], full[2],
+              {"id": "imp0", "label": labels[0]}, full[3]]
+    r = c.post("/learn", json={"model": "h", "events": events}).json()
+    assert r["accepted"] == 6 and r["unmatched"] == []
+    ref = models.create("cbr_diag_fifo", n_features=1 << 18)
+    enc = c.app.state.host.get("h").encoder
+    rows = [full[0]["features"], items[3]["features"], full[1]["features"],
+            full[2]["features"], items[0]["features"], full[3]["features"]]
+    ys = [full[0]["label"], labels[3], full[1]["label"], full[2]["label"], labels[0],
+          full[3]["label"]]
+    ref.learn(enc.encode([{"features": f} for f in rows]).learner_input(), ys)
+    got = c.app.state.host.get("h").learner.get_state()
+    assert np.array_equal(got["mu_"], ref.get_state()["mu_"])
+
+
+def test_label_only_events_need_an_id_and_a_model_with_feedback(app_client):
+    c = app_client()
+    c.post("/models", json=HASHED)
+    r = c.post("/learn", json={"model": "h", "events": [{"id": "a", "label": 1}]})
+    assert r.status_code == 422 and "features" in r.text
+    c.post("/models", json={**FEEDBACK, "name": "f"})
+    r = c.post("/learn", json={"model": "f", "events": [{"label": 1}]})
+    assert r.status_code == 422 and "'id'" in r.json()["details"][0]["msg"]
+
+
+def test_a_click_after_a_restart_still_joins(app_client):
+    a = app_client()
+    a.post("/models", json=FEEDBACK)
+    items, _ = _items(20, seed=3)
+    a.post("/score", json={"model": "h", "items": items})
+    a.__exit__(None, None, None)  # the process that scored is gone
+    b = app_client()
+    r = b.post("/learn", json={"model": "h", "events": [{"id": "imp7", "label": 1}]}).json()
+    assert r["accepted"] == 1 and r["unmatched"] == []
+
+
+def test_expired_impressions_do_not_join(app_client):
+    c = app_client()
+    c.post("/models", json={**HASHED, "feedback": {"window_s": 0.3}})
+    items, _ = _items(5, seed=4)
+    c.post("/score", json={"model": "h", "items": items})
+    time.sleep(0.4)
+    r = c.post("/learn", json={"model": "h", "events": [{"id": "imp1", "label": 1}]}).json()
+    assert r == {"accepted": 0, "duplicates": 0, "version": 0, "unmatched": ["imp1"]}
+
+
+def test_the_cap_keeps_no_more_than_max_pending(app_client):
+    c = app_client()
+    c.post("/models", json={**HASHED, "feedback": {"window_s": 600, "max_pending": 7}})
+    items, _ = _items(10, seed=5)
+    assert c.post("/score", json={"model": "h", "items": items}).json()["kept"] == 7
+    r = c.post("/learn", json={"model": "h", "events": [{"id": "imp9", "label": 1}]}).json()
+    assert r["unmatched"] == ["imp9"]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_timeout_negatives_are_learned_exactly_once(app_client, replicas):
+    spec = {**HASHED, "feedback": {"window_s": 600, "negative_after_s": 1.0}}
+    apps = [app_client() for _ in range(replicas)]
+    a = apps[0]
+    assert a.post("/models", json=spec).status_code == 201
+    items, _ = _items(30, seed=6)
+    a.post("/score", json={"model": "h", "items": items})
+    # three labels in time: learned with their labels, never again as negatives
+    a.post("/learn", json={"model": "h", "events": [{"id": f"imp{i}", "label": 1}
+                                                    for i in range(3)]})
+    for app in apps:  # every replica sweeps; each impression becomes one negative
+        _wait(lambda app=app: app.get("/models/h").json()["version"] == 30)
+    time.sleep(0.5)  # more sweeps: nothing more is learned
+    for app in apps:
+        info = app.get("/models/h").json()
+        assert info["version"] == 30
+        assert info["events"] == {"negative": 27, "positive": 3}
+    counts = a.get("/models/h").json()["feedback"]["impressions"]
+    assert counts["timed_out"] == 27 and counts["labelled"] == 3 and counts["pending"] == 0
+    # a click after its timeout negative: learned as a positive too (once)
+    r = a.post("/learn", json={"model": "h", "events": [{"id": "imp10", "label": 1}]}).json()
+    assert r["accepted"] == 1 and r["version"] == 31
+    r = a.post("/learn", json={"model": "h", "events": [{"id": "imp10", "label": 1},
+                                                        {"id": "imp11", "label": 0}]}).json()
+    assert r == {"accepted": 0, "duplicates": 2, "version": 31, "unmatched": []}
+    metrics = a.get("/metrics").text
+    assert 'aucstream_impressions{model="h",status="timed_out"} 27.0' in metrics
+
+
+def test_scoring_without_ids_keeps_the_fast_lane(app_client):
+    c = app_client()
+    c.post("/models", json=FEEDBACK)
+    items, _ = _items(5, seed=7)
+    plain = [{"features": it["features"]} for it in items]
+    r = c.post("/score", json={"model": "h", "items": plain}).json()
+    assert "kept" not in r  # answered by the express lane: nothing to keep
+    assert c.get("/models/h").json()["feedback"]["impressions"].get("pending", 0) == 0
