@@ -216,6 +216,13 @@ def _fresh_oracle(lrn) -> Oracle:
     if name == "solam":
         ref = SOLAMReference(d, zeta=p["zeta"], R=p["R"], normalize=p["normalize"])
         return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.wbar)
+    if name == "mba":
+        from tests.reference.mba import MBAReference
+
+        ref = MBAReference(d, seed=seed, **{k: p[k] for k in (
+            "mode", "penalty", "lam", "lam_scale", "half_life", "solve_every", "pairs",
+            "capacity")})
+        return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.w)
     if name == "adaoam":
         ref = AdaOAMReference(d, eta=p["eta"], delta=p["delta"], lam=p["lam"])
         return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.w)

@@ -20,6 +20,7 @@ if __name__ != "aucstream.models":  # imported from a checkout as a top-level pa
 from . import adaoam as _adaoam  # noqa: F401
 from . import auto as _auto  # noqa: F401  (importing a family registers its learners)
 from . import cbr as _cbr  # noqa: F401
+from . import mba as _mba  # noqa: F401
 from . import oam as _oam  # noqa: F401
 from . import opauc as _opauc  # noqa: F401
 from . import solam as _solam  # noqa: F401
