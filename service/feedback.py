@@ -132,6 +132,7 @@ class Joined:
     unmatched: list[str]  # ids with no kept impression (unknown or expired)
     late_duplicates: int  # labels for impressions already learned as timeout negatives
     delays: list[float]  # seconds from showing to label, of the joined events
+    served: list[tuple[float, int]]  # (score served, label ±1) of the joined events
 
 
 def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
@@ -154,7 +155,7 @@ def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
         kept.update(store.get_impressions(
             name, [i for i in ids if i in kept and kept[i].status == "pending"
                    and i not in claimed], now))
-    out = Joined({}, {}, [], 0, [])
+    out = Joined({}, {}, [], 0, [], [])
     for index, item_id, label in events:
         imp: Impression | None = kept.get(item_id)
         if imp is None:
@@ -168,10 +169,11 @@ def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
             event_id = item_id + LATE_SUFFIX
         else:
             event_id = item_id
-        row, _, _ = decode_impression(imp.payload)
+        row, served, _ = decode_impression(imp.payload)
         out.rows[index] = row
         out.event_ids[index] = event_id
         out.delays.append(max(0.0, now - imp.shown_at))
+        out.served.append((served, label))
     return out
 
 
@@ -207,9 +209,9 @@ def sweep_timeouts(store: Store, name: str, feedback: Feedback, n_features: int,
     """Learn the impressions unlabelled for ``negative_after_s`` as negatives, once.
 
     Claims due pending impressions (pending → timing_out), learns them through
-    ``learn(batch, y, event_ids)`` (append and apply; the event id is the impression's
-    id, so a label that got in first makes the negative a duplicate), then marks them
-    timed_out. Claims left by a sweep that died are taken over after
+    ``learn(batch, y, event_ids, served_scores)`` (append and apply; the event id is the
+    impression's id, so a label that got in first makes the negative a duplicate), then
+    marks them timed_out. Claims left by a sweep that died are taken over after
     :data:`STALE_CLAIM_S`. Returns the negatives appended.
     """
     if feedback.negative_after_s is None:
@@ -224,8 +226,9 @@ def sweep_timeouts(store: Store, name: str, feedback: Feedback, n_features: int,
     take = [(i, imp) for i, imp in due if i in claimed] + stale
     if not take:
         return 0
-    rows = [decode_impression(imp.payload)[0] for _, imp in take]
+    decoded = [decode_impression(imp.payload) for _, imp in take]
     ids = [i for i, _ in take]
-    learn(batch_of_rows(rows, n_features), np.full(len(rows), -1, np.int8), ids)
+    learn(batch_of_rows([d[0] for d in decoded], n_features), np.full(len(ids), -1, np.int8),
+          ids, np.array([d[1] for d in decoded]))
     store.claim_impressions(name, ids, ("timing_out",), "timed_out", now)
     return len(ids)

@@ -242,6 +242,10 @@ class HostedModel:
         self.encoder = FeatureEncoder(config["features"], max_value=max_feature_value)
         self.feedback = Feedback.of(config)
         self.impressions: dict[str, int] = {}  # pending impressions by status, last counted
+        # AUC of the scores served to kept items against the labels they got (joined by
+        # this process): a per-process view, like the counters, not part of the state
+        self.served_auc = models.RollingAUC(config["rolling_window"])
+        self._served_lock = threading.Lock()
         self.learner = models.create(config["learner"], n_features=self.encoder.n_features,
                                      seed=config["seed"], **config["params"])
         # a dense-only learner on hashed features (few bits) gets its rows densified
@@ -567,7 +571,8 @@ class HostedModel:
             "rolling_auc": None if np.isnan(auc) else auc,
             "rolling_window": self.rolling.window,
             "feedback": None if self.feedback is None else {
-                **cfg["feedback"], "impressions": dict(self.impressions)},
+                **cfg["feedback"], "impressions": dict(self.impressions),
+                "served_auc": _defined(self.served_auc.value)},
             "calibration": self._calibration_info(),
             "buffer_fill": None if fill is None else {"negative": fill[0], "positive": fill[1]},
             "last_checkpoint": None if self.checkpoint_time is None else {
@@ -577,6 +582,11 @@ class HostedModel:
             "memory_bytes": self.memory_bytes(),
             **self._candidates_info(),
         }
+
+    def record_served(self, scores: Any, labels: Any) -> None:
+        """Pairs (score served, label ±1) of kept items whose labels were learned."""
+        with self._served_lock:
+            self.served_auc.update(scores, labels)
 
     def _calibration_info(self) -> dict[str, Any]:
         cal = self.calibration
@@ -605,6 +615,10 @@ class HostedModel:
         for scaler in (self.scaler, snap.scaler):
             total += 0 if scaler is None else scaler.nbytes
         return total
+
+
+def _defined(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 def take_rows(X: Any, keep: np.ndarray) -> Any:
@@ -993,7 +1007,7 @@ class ModelHost:
         """Timeout negatives of a model with feedback, and its impression counts."""
         assert model.feedback is not None
 
-        def learn(batch: EncodedBatch, y: np.ndarray, ids: list[str]) -> None:
+        def learn(batch: EncodedBatch, y: np.ndarray, ids: list[str], served: np.ndarray) -> None:
             try:
                 accepted, _, _, _ = self.append_and_apply(model, batch, y, list(ids))
             except EntryRefused as exc:  # nothing learned; never retried
@@ -1001,12 +1015,14 @@ class ModelHost:
                 return
             if accepted:
                 self.metrics.timeout_negatives.labels(model.name).inc(accepted)
+                model.record_served(served, y)
 
         sweep_timeouts(self.store, model.name, model.feedback, model.encoder.n_features, learn)
         model.impressions = self.store.count_impressions(model.name, time.time())
         if not model.retired:
             for status, n in model.impressions.items():
                 self.metrics.impressions.labels(model.name, status).set(n)
+            self.metrics.served_auc.labels(model.name).set(model.served_auc.value)
 
     def checkpoint_all(self) -> None:
         """Checkpoint every model with unsaved events (clean shutdown)."""

@@ -74,6 +74,11 @@ class Metrics:
             "aucstream_impressions", "Scored items kept for their label (models with "
             "feedback), by status: pending, labelled, timing_out, timed_out",
             ["model", "status"], registry=r, multiprocess_mode=_REPLICA)
+        self.served_auc = Gauge(
+            "aucstream_served_auc", "AUC of the scores served to kept items (models with "
+            "feedback) against the labels they got, over the model's rolling window; this "
+            "process's joins and timeouts (NaN while a class is missing)", ["model"],
+            registry=r, multiprocess_mode=_REPLICA)
         self.impressions_kept = Counter(
             "aucstream_impressions_kept", "Scored items kept for their label by requests to "
             "this process", ["model"], registry=r)
@@ -156,7 +161,8 @@ class Metrics:
                        self.version, self.checkpoint_age, self.checkpoint_version, self.log_entries,
                        self.duplicates, self.refused, self.promotions,
                        self.serving_candidate, self.impressions_kept, self.labels_joined,
-                       self.labels_unmatched, self.timeout_negatives, self.label_delay):
+                       self.labels_unmatched, self.timeout_negatives, self.label_delay,
+                       self.served_auc):
             with contextlib.suppress(KeyError):
                 metric.remove(model)
         for candidate in self._candidates.pop(model, ()):

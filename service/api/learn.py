@@ -43,6 +43,7 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnRespo
                                               settings.max_feature_value)
     order: list[int] | None = None  # the event index of each row, when not the identity
     unmatched: list[str] | None = None
+    served: list[tuple[float, int]] = []  # (score served, label) of labels joined by id
     late = 0
     if fast is not None:
         batch, y, ids = fast.batch, fast.labels, fast.ids
@@ -56,7 +57,8 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnRespo
             unmatched = []
         label_only = check_label_only(req.events, model.feedback is not None)
         if label_only:
-            batch, y, ids, order, unmatched, late = _join(host, model, req.events, label_only)
+            batch, y, ids, order, unmatched, late, served = _join(host, model, req.events,
+                                                                  label_only)
         else:
             batch = model.encoder.encode(req.events)
             y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))
@@ -70,16 +72,19 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnRespo
         index = exc.event if order is None else order[exc.event]
         event = validate_json(body, LearnRequest).events[index]
         raise EncodingError(("events", index, *_largest_value(event)), exc.message) from None
+    if served:
+        model.record_served(*zip(*served, strict=True))
     host.metrics.learn_latency.labels(model.name).observe(time.perf_counter() - started)
     return LearnResponse(accepted=accepted, duplicates=dups + late, version=version,
                          unmatched=unmatched), applied
 
 
 def _join(host: ModelHost, model: HostedModel, events: list[Event], label_only: list[int],
-          ) -> tuple[EncodedBatch, np.ndarray, list[str | None], list[int], list[str], int]:
+          ) -> tuple[EncodedBatch, np.ndarray, list[str | None], list[int], list[str], int,
+                     list[tuple[float, int]]]:
     """A request with labels by id: the batch of its events in request order (full events
     encoded, labels joined with their kept items), labels, event ids, the event index of
-    each row, the unmatched ids and the late duplicates."""
+    each row, the unmatched ids, the late duplicates and the (served score, label) pairs."""
     skip = set(label_only)
     full = [i for i in range(len(events)) if i not in skip]
     encoded = None
@@ -103,7 +108,7 @@ def _join(host: ModelHost, model: HostedModel, events: list[Event], label_only: 
             m.label_delay.labels(model.name).observe(delay)
     if joined.unmatched:
         m.labels_unmatched.labels(model.name).inc(len(joined.unmatched))
-    return batch, y, ids, order, joined.unmatched, joined.late_duplicates
+    return batch, y, ids, order, joined.unmatched, joined.late_duplicates, joined.served
 
 
 def _largest_value(event: Event) -> tuple[Any, ...]:

@@ -147,8 +147,11 @@ def test_timeout_negatives_are_learned_exactly_once(app_client, replicas):
         info = app.get("/models/h").json()
         assert info["version"] == 30
         assert info["events"] == {"negative": 27, "positive": 3}
-    counts = a.get("/models/h").json()["feedback"]["impressions"]
+    fb = a.get("/models/h").json()["feedback"]
+    counts = fb["impressions"]
     assert counts["timed_out"] == 27 and counts["labelled"] == 3 and counts["pending"] == 0
+    if replicas == 1:  # served AUC is per process: here it saw both the labels and timeouts
+        assert fb["served_auc"] is not None and 0.0 <= fb["served_auc"] <= 1.0
     # a click after its timeout negative: learned as a positive too (once)
     r = a.post("/learn", json={"model": "h", "events": [{"id": "imp10", "label": 1}]}).json()
     assert r["accepted"] == 1 and r["version"] == 31
