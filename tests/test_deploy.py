@@ -481,7 +481,9 @@ def test_dashboard_metrics_exist() -> None:
               "aucstream_learn_latency_seconds_bucket", "aucstream_score_latency_seconds_bucket",
               "aucstream_request_errors_total", "aucstream_buffer_fill",
               "aucstream_model_version", "aucstream_checkpoint_age_seconds",
-              "aucstream_log_entries", "aucstream_store_up"}
+              "aucstream_log_entries", "aucstream_store_up", "aucstream_log_loss",
+              "aucstream_served_auc", "aucstream_impressions",
+              "aucstream_label_delay_seconds_bucket"}
     assert wanted <= used, f"no panel shows {sorted(wanted - used)}"
     quantiles = [e for e in exprs if "histogram_quantile" in e]
     for q in ("0.5", "0.99"):
