@@ -23,7 +23,10 @@ negative a duplicate of the timeout negative.
 from __future__ import annotations
 
 import logging
+import math
+import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,8 +37,8 @@ import numpy as np
 from .encoding import EncodedBatch, EncodingError
 from .store.base import Impression, Store
 
-__all__ = ["Feedback", "Joined", "decode_impression", "encode_impression", "impressions_of",
-           "join_labels", "sweep_timeouts"]
+__all__ = ["Feedback", "Joined", "RequestAUC", "decode_impression", "encode_impression",
+           "impressions_of", "join_labels", "sweep_timeouts"]
 
 log = logging.getLogger("aucstream.feedback")
 
@@ -133,6 +136,7 @@ class Joined:
     late_duplicates: int  # labels for impressions already learned as timeout negatives
     delays: list[float]  # seconds from showing to label, of the joined events
     served: list[tuple[float, int]]  # (score served, label ±1) of the joined events
+    labels: list[tuple[str, int]]  # (item id, label ±1) of the joins that are not late
 
 
 def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
@@ -155,7 +159,7 @@ def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
         kept.update(store.get_impressions(
             name, [i for i in ids if i in kept and kept[i].status == "pending"
                    and i not in claimed], now))
-    out = Joined({}, {}, [], 0, [], [])
+    out = Joined({}, {}, [], 0, [], [], [])
     for index, item_id, label in events:
         imp: Impression | None = kept.get(item_id)
         if imp is None:
@@ -174,6 +178,8 @@ def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
         out.event_ids[index] = event_id
         out.delays.append(max(0.0, now - imp.shown_at))
         out.served.append((served, label))
+        if event_id == item_id:
+            out.labels.append((item_id, label))
     return out
 
 
@@ -232,3 +238,78 @@ def sweep_timeouts(store: Store, name: str, feedback: Feedback, n_features: int,
           ids, np.array([d[1] for d in decoded]))
     store.claim_impressions(name, ids, ("timing_out",), "timed_out", now)
     return len(ids)
+
+
+# --------------------------------------------------------------------------- request AUC
+class RequestAUC:
+    """The mean AUC within recent /score requests (group AUC), once all their items have
+    labels: how well the model ranked each slate it was asked to rank, which a pooled AUC
+    over many model versions understates.
+
+    Per process and best effort, like the counters: a request counts when this process
+    kept its items and saw every one of their labels (joined here, or timed out by this
+    process's sweep); requests with one class only have no AUC and are skipped. At most
+    ``max_open`` requests wait for labels (the oldest are dropped); the mean is over the
+    last ``window`` completed requests.
+    """
+
+    def __init__(self, max_open: int = 10_000, window: int = 1_000) -> None:
+        self._open: OrderedDict[int, tuple[dict[str, float], dict[str, int]]] = OrderedDict()
+        self._of_item: dict[str, int] = {}
+        self._done: deque[float] = deque(maxlen=window)
+        self._next = 0
+        self._max_open = max_open
+        self._lock = threading.Lock()
+
+    def shown(self, ids: Sequence[str], scores: Sequence[float]) -> None:
+        """A request's kept items and the scores they were served."""
+        with self._lock:
+            key = self._next
+            self._next += 1
+            fresh = {i: float(sc) for i, sc in zip(ids, scores, strict=True)
+                     if i not in self._of_item}
+            if len(fresh) < 2:
+                return
+            self._open[key] = (fresh, {})
+            for i in fresh:
+                self._of_item[i] = key
+            while len(self._open) > self._max_open:
+                _, (old, _) = self._open.popitem(last=False)
+                for i in old:
+                    self._of_item.pop(i, None)
+
+    def labelled(self, ids: Sequence[str], labels: Sequence[int]) -> None:
+        """Labels (±1) learned for kept items; completes the requests they finish."""
+        with self._lock:
+            for i, label in zip(ids, labels, strict=True):
+                key = self._of_item.pop(i, None)
+                if key is None:
+                    continue
+                scores, got = self._open[key]
+                got[i] = 1 if label > 0 else 0
+                if len(got) == len(scores):
+                    del self._open[key]
+                    auc = _auc([scores[j] for j in got], list(got.values()))
+                    if not math.isnan(auc):
+                        self._done.append(auc)
+
+    @property
+    def value(self) -> float:
+        """Mean AUC of the last completed requests with both classes (NaN if none)."""
+        with self._lock:
+            return float(np.mean(self._done)) if self._done else math.nan
+
+    @property
+    def completed(self) -> int:
+        with self._lock:
+            return len(self._done)
+
+
+def _auc(scores: list[float], labels: list[int]) -> float:
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return math.nan
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+

@@ -43,7 +43,7 @@ from .codec import (
     encode_state,
 )
 from .encoding import EncodedBatch, FeatureEncoder
-from .feedback import Feedback, sweep_timeouts
+from .feedback import Feedback, RequestAUC, sweep_timeouts
 from .metrics import Metrics
 from .settings import Settings
 from .store.base import LogEntry, ModelNotFound, Store, StoreUnavailable
@@ -246,6 +246,7 @@ class HostedModel:
         # this process): a per-process view, like the counters, not part of the state
         self.served_auc = models.RollingAUC(config["rolling_window"])
         self._served_lock = threading.Lock()
+        self.request_auc = RequestAUC()  # per-request (group) AUC, per process too
         self.learner = models.create(config["learner"], n_features=self.encoder.n_features,
                                      seed=config["seed"], **config["params"])
         # a dense-only learner on hashed features (few bits) gets its rows densified
@@ -572,7 +573,9 @@ class HostedModel:
             "rolling_window": self.rolling.window,
             "feedback": None if self.feedback is None else {
                 **cfg["feedback"], "impressions": dict(self.impressions),
-                "served_auc": _defined(self.served_auc.value)},
+                "served_auc": _defined(self.served_auc.value),
+                "request_auc": _defined(self.request_auc.value),
+                "requests_with_auc": self.request_auc.completed},
             "calibration": self._calibration_info(),
             "buffer_fill": None if fill is None else {"negative": fill[0], "positive": fill[1]},
             "last_checkpoint": None if self.checkpoint_time is None else {
@@ -1016,6 +1019,7 @@ class ModelHost:
             if accepted:
                 self.metrics.timeout_negatives.labels(model.name).inc(accepted)
                 model.record_served(served, y)
+            model.request_auc.labelled(ids, y.tolist())
 
         sweep_timeouts(self.store, model.name, model.feedback, model.encoder.n_features, learn)
         model.impressions = self.store.count_impressions(model.name, time.time())
@@ -1023,6 +1027,7 @@ class ModelHost:
             for status, n in model.impressions.items():
                 self.metrics.impressions.labels(model.name, status).set(n)
             self.metrics.served_auc.labels(model.name).set(model.served_auc.value)
+            self.metrics.request_auc.labels(model.name).set(model.request_auc.value)
 
     def checkpoint_all(self) -> None:
         """Checkpoint every model with unsaved events (clean shutdown)."""

@@ -79,6 +79,10 @@ class Metrics:
             "feedback) against the labels they got, over the model's rolling window; this "
             "process's joins and timeouts (NaN while a class is missing)", ["model"],
             registry=r, multiprocess_mode=_REPLICA)
+        self.request_auc = Gauge(
+            "aucstream_request_auc", "Mean AUC within recent /score requests of a model with "
+            "feedback, once all their items have labels (group AUC; this process's view; "
+            "NaN before any)", ["model"], registry=r, multiprocess_mode=_REPLICA)
         self.impressions_kept = Counter(
             "aucstream_impressions_kept", "Scored items kept for their label by requests to "
             "this process", ["model"], registry=r)
@@ -162,7 +166,7 @@ class Metrics:
                        self.duplicates, self.refused, self.promotions,
                        self.serving_candidate, self.impressions_kept, self.labels_joined,
                        self.labels_unmatched, self.timeout_negatives, self.label_delay,
-                       self.served_auc):
+                       self.served_auc, self.request_auc):
             with contextlib.suppress(KeyError):
                 metric.remove(model)
         for candidate in self._candidates.pop(model, ()):

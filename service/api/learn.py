@@ -44,6 +44,7 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnRespo
     order: list[int] | None = None  # the event index of each row, when not the identity
     unmatched: list[str] | None = None
     served: list[tuple[float, int]] = []  # (score served, label) of labels joined by id
+    joined_labels: list[tuple[str, int]] = []  # (item id, label) of those, not late
     late = 0
     if fast is not None:
         batch, y, ids = fast.batch, fast.labels, fast.ids
@@ -57,8 +58,8 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnRespo
             unmatched = []
         label_only = check_label_only(req.events, model.feedback is not None)
         if label_only:
-            batch, y, ids, order, unmatched, late, served = _join(host, model, req.events,
-                                                                  label_only)
+            batch, y, ids, order, unmatched, late, served, joined_labels = _join(
+                host, model, req.events, label_only)
         else:
             batch = model.encoder.encode(req.events)
             y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))
@@ -74,6 +75,8 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnRespo
         raise EncodingError(("events", index, *_largest_value(event)), exc.message) from None
     if served:
         model.record_served(*zip(*served, strict=True))
+    if joined_labels:
+        model.request_auc.labelled(*zip(*joined_labels, strict=True))
     host.metrics.learn_latency.labels(model.name).observe(time.perf_counter() - started)
     return LearnResponse(accepted=accepted, duplicates=dups + late, version=version,
                          unmatched=unmatched), applied
@@ -81,10 +84,11 @@ def _learn(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnRespo
 
 def _join(host: ModelHost, model: HostedModel, events: list[Event], label_only: list[int],
           ) -> tuple[EncodedBatch, np.ndarray, list[str | None], list[int], list[str], int,
-                     list[tuple[float, int]]]:
+                     list[tuple[float, int]], list[tuple[str, int]]]:
     """A request with labels by id: the batch of its events in request order (full events
     encoded, labels joined with their kept items), labels, event ids, the event index of
-    each row, the unmatched ids, the late duplicates and the (served score, label) pairs."""
+    each row, the unmatched ids, the late duplicates, the (served score, label) pairs and
+    the (item id, label) pairs of the joins in time."""
     skip = set(label_only)
     full = [i for i in range(len(events)) if i not in skip]
     encoded = None
@@ -108,7 +112,8 @@ def _join(host: ModelHost, model: HostedModel, events: list[Event], label_only: 
             m.label_delay.labels(model.name).observe(delay)
     if joined.unmatched:
         m.labels_unmatched.labels(model.name).inc(len(joined.unmatched))
-    return batch, y, ids, order, joined.unmatched, joined.late_duplicates, joined.served
+    return (batch, y, ids, order, joined.unmatched, joined.late_duplicates, joined.served,
+            joined.labels)
 
 
 def _largest_value(event: Event) -> tuple[Any, ...]:

@@ -100,6 +100,8 @@ def _keep(host: ModelHost, model: HostedModel, batch: EncodedBatch,
     now = time.time()
     kept = host.store.keep_impressions(model.name, items, now, now + model.feedback.window_s,
                                        model.feedback.max_pending)
+    first = {i: k for k, i in reversed(list(enumerate(ids))) if i is not None}
+    model.request_auc.shown(list(first), [out.scores[k] for k in first.values()])
     if kept:
         host.metrics.impressions_kept.labels(model.name).inc(kept)
     return kept

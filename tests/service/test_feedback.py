@@ -152,6 +152,8 @@ def test_timeout_negatives_are_learned_exactly_once(app_client, replicas):
     assert counts["timed_out"] == 27 and counts["labelled"] == 3 and counts["pending"] == 0
     if replicas == 1:  # served AUC is per process: here it saw both the labels and timeouts
         assert fb["served_auc"] is not None and 0.0 <= fb["served_auc"] <= 1.0
+        # the one /score request: every item labelled (3 clicks, 27 timeouts)
+        assert fb["requests_with_auc"] == 1 and 0.0 <= fb["request_auc"] <= 1.0
     # a click after its timeout negative: learned as a positive too (once)
     r = a.post("/learn", json={"model": "h", "events": [{"id": "imp10", "label": 1}]}).json()
     assert r["accepted"] == 1 and r["version"] == 31
@@ -170,3 +172,23 @@ def test_scoring_without_ids_keeps_the_fast_lane(app_client):
     r = c.post("/score", json={"model": "h", "items": plain}).json()
     assert "kept" not in r  # answered by the express lane: nothing to keep
     assert c.get("/models/h").json()["feedback"]["impressions"].get("pending", 0) == 0
+
+
+def test_request_auc_averages_the_requests_whose_items_all_got_labels():
+    from aucstream.service.feedback import RequestAUC
+
+    r = RequestAUC(max_open=2)
+    r.shown(["a1", "a2", "a3"], [0.9, 0.5, 0.1])
+    r.shown(["b1", "b2"], [0.2, 0.8])
+    r.labelled(["a1", "a2"], [1, -1])
+    assert r.completed == 0  # a3 still waits
+    r.labelled(["a3", "b1", "b2"], [1, 1, -1])  # a: 1 of 2 pairs right; b: 0 of 1
+    assert r.completed == 2 and r.value == pytest.approx(0.25)
+    r.shown(["c1", "c2"], [1.0, 0.0])
+    r.shown(["d1", "d2"], [1.0, 0.0])
+    r.shown(["e1", "e2"], [1.0, 0.0])  # c is dropped: at most 2 open
+    r.labelled(["c1", "c2"], [1, -1])
+    assert r.completed == 2
+    r.labelled(["d1", "d2"], [1, 1])  # one class: no AUC
+    assert r.completed == 2
+
