@@ -52,7 +52,7 @@ class FastRequest:
     model: str
     batch: EncodedBatch
     labels: np.ndarray | None  # int8 ±1 per event (learn only)
-    ids: list[str | None]  # one per event (learn only)
+    ids: list[str | None]  # one per event or item
     top_k: int | None
 
 
@@ -672,7 +672,7 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int,
         model = body[ms:me].decode()
     except UnicodeDecodeError:
         return None
-    ids = _ids(buf, id_spans[:n]) if learn else []  # score items carry no ids
+    ids = _ids(buf, id_spans[:n])
     # A value out of bounds: the regular path names it in its 422.
     if hashed:
         nf = int(indptr[n])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,22 +35,38 @@ _NAME = re.compile(MODEL_NAME)
 _LARGEST = float(np.finfo(np.float64).max)
 
 
-def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse | None:
+@dataclass
+class Scored:
+    """A response, and for a model with feedback whose items carry ids, the store write
+    that keeps them (to run off the event loop before answering; it sets ``kept``)."""
+
+    out: ScoreResponse
+    keep: Callable[[], int] | None = None
+
+
+def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> Scored | None:
     """Score a well-formed body for a model loaded in this process, or None: then the
     regular path decides (a model to load from the store, an error to word, a body the
-    fast parser leaves to pydantic). Never touches the store, so it runs inline."""
+    fast parser leaves to pydantic). Never touches the store itself, so it runs inline;
+    items to keep come back as a job for the caller to run in a thread."""
     started = time.perf_counter()
     name = fastjson.model_name(body)
     if name is None or not _NAME.match(name):
         return None
     model = host.loaded(name)
-    if model is None or (model.feedback is not None and b'"id"' in body):
-        return None  # items to keep for their labels: the store is written (regular path)
+    if model is None:
+        return None
     fast = fastjson.parse_score(body, model.config["features"], settings.max_events_per_request,
                                 settings.max_feature_value)
     if fast is None:
         return None
-    return _rank(model, fast.batch, fast.top_k, started, host)
+    out = _rank(model, fast.batch, fast.top_k, started, host)
+    if model.feedback is None:
+        return Scored(out)
+    if not any(i is not None for i in fast.ids):
+        out.kept = 0
+        return Scored(out)
+    return Scored(out, partial(_keep, host, model, fast.batch, fast.ids, out))
 
 
 def _rank(model: HostedModel, batch: EncodedBatch, top_k: int | None, started: float,

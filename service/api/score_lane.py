@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from fastapi.concurrency import run_in_threadpool
+
 from ..encoding import EncodingError
 from .deps import key_allows
 from .score import score_loaded
@@ -49,9 +51,15 @@ class ScoreLane:
             # 16 clients waited two rounds of the loop (p99 ≈ 2 × p50).
             await asyncio.sleep(0)
             try:
-                out = score_loaded(body, host, settings)
+                scored = score_loaded(body, host, settings)
             except EncodingError:  # the route words it (an item the model cannot score)
-                out = None
+                scored = None
+            if scored is not None and scored.keep is not None:
+                try:  # a model with feedback: keep the items (a store write) off the loop
+                    scored.out.kept = await run_in_threadpool(scored.keep)
+                except Exception:  # the store's trouble: the route words it (503, ...)
+                    scored = None
+            out = None if scored is None else scored.out
         if out is None:
             await self.app(scope, _replay(body, complete, receive), send)
             return

@@ -100,7 +100,7 @@ def test_score_bodies(items, top_k):
         return
     if fast is not None:
         assert fast.top_k == req.top_k
-        _same(fast, batch, None, [])  # scoring has no use for ids
+        _same(fast, batch, None, [i.id for i in req.items])  # kept by models with feedback
 
 
 def test_ordinary_bodies_take_the_fast_path():
@@ -168,7 +168,8 @@ def test_duplicate_keys_give_up_at_their_own_level(pairs):
     else:
         assert fast is not None
         req = ScoreRequest.model_validate_json(body)
-        _same(fast, FeatureEncoder(HASHED).encode(req.items, field="items"), None, [])
+        _same(fast, FeatureEncoder(HASHED).encode(req.items, field="items"), None,
+              [i.id for i in req.items])
 
 
 def test_many_keys_in_one_object():

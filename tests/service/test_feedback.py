@@ -164,13 +164,13 @@ def test_timeout_negatives_are_learned_exactly_once(app_client, replicas):
     assert 'aucstream_impressions{model="h",status="timed_out"} 27.0' in metrics
 
 
-def test_scoring_without_ids_keeps_the_fast_lane(app_client):
+def test_scoring_without_ids_keeps_nothing(app_client):
     c = app_client()
     c.post("/models", json=FEEDBACK)
     items, _ = _items(5, seed=7)
     plain = [{"features": it["features"]} for it in items]
     r = c.post("/score", json={"model": "h", "items": plain}).json()
-    assert "kept" not in r  # answered by the express lane: nothing to keep
+    assert r["kept"] == 0  # answered by the express lane: nothing to keep
     assert c.get("/models/h").json()["feedback"]["impressions"].get("pending", 0) == 0
 
 
@@ -192,3 +192,23 @@ def test_request_auc_averages_the_requests_whose_items_all_got_labels():
     r.labelled(["d1", "d2"], [1, 1])  # one class: no AUC
     assert r.completed == 2
 
+
+
+def test_both_parse_paths_keep_items(app_client):
+    """The express lane keeps items off the event loop; a body it leaves to the regular
+    path (an escaped name) keeps them there: the same impressions either way."""
+    c = app_client()
+    c.post("/models", json=FEEDBACK)
+    fast = '{"model": "h", "items": [{"features": {"f": "a"}, "id": "x1"}]}'
+    regular = '{"model": "h", "items": [{"features": {"\\u0066": "a"}, "id": "x2"}]}'
+    headers = {"content-type": "application/json"}
+    for body in (fast, regular):
+        assert c.post("/score", content=body, headers=headers).json()["kept"] == 1
+    r = c.post("/learn", json={"model": "h", "events": [{"id": "x1", "label": 1},
+                                                        {"id": "x2", "label": 0}]}).json()
+    assert r["accepted"] == 2 and r["unmatched"] == []
+    lrn = c.app.state.host.get("h").learner
+    ref = models.create("cbr_diag_fifo", n_features=1 << 18)
+    enc = c.app.state.host.get("h").encoder
+    ref.learn(enc.encode([{"features": {"f": "a"}}] * 2).learner_input(), [1, 0])
+    assert np.array_equal(lrn.get_state()["mu_"], ref.get_state()["mu_"])
