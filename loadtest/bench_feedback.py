@@ -77,10 +77,13 @@ async def _run(url: str, args: argparse.Namespace) -> list[list[str]]:
                 events = feed.events(start, start + n * args.candidates)
                 start += n * args.candidates
                 bodies = _score_bodies(events, args.candidates, ids)
-                t0 = time.perf_counter()
-                lat, statuses = await send_scores(client, bodies, clients,
-                                                  max(1, len(bodies) // clients))
-                wall = time.perf_counter() - t0
+                # fresh connections per run: idle pooled ones may have been closed by the
+                # server's keep-alive timeout meanwhile (a POST is not retried on them)
+                async with Client(url, clients) as fresh:
+                    t0 = time.perf_counter()
+                    lat, statuses = await send_scores(fresh, bodies, clients,
+                                                      max(1, len(bodies) // clients))
+                    wall = time.perf_counter() - t0
                 s = summarize(lat)
                 label = "with ids (kept)" if ids else "without ids (express lane)"
                 rows.append(["score", label, str(clients), f"{len(lat) / wall:,.0f} req/s",
@@ -99,9 +102,10 @@ async def _run(url: str, args: argparse.Namespace) -> list[list[str]]:
                     for e in feed.events(start, start + len(part))]
             start += len(part)
             for what, evs in (("labels by id", labels), ("full events", full)):
-                t0 = time.perf_counter()
-                tally = await send_learns(client, learn_bodies(MODEL, evs, 500), clients)
-                wall = time.perf_counter() - t0
+                async with Client(url, clients) as fresh:
+                    t0 = time.perf_counter()
+                    tally = await send_learns(fresh, learn_bodies(MODEL, evs, 500), clients)
+                    wall = time.perf_counter() - t0
                 rows.append(["learn", what, str(clients), f"{tally.accepted / wall:,.0f} ev/s",
                              "", f"accepted {tally.accepted:,} of {len(evs):,}"])
                 say(f"  learn {what}, {clients} clients: {tally.accepted / wall:,.0f} ev/s")
