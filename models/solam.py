@@ -128,7 +128,10 @@ class SOLAM(Learner):
       leave-one-stream-out folds; standardised, ζ = 3, R = 1 leads by 0.003 (0.860 vs
       0.857; ζ = 10 gives 0.798) but falls 0.18 behind on one raw set. ζ = 10 was more
       than 0.03 below the best grid point on 11 of 19 streams. Table in
-      bench/RESULTS.md.
+      bench/RESULTS.md. The price: on 1M events of the hashed ad-click feed ζ = 10
+      serves better (0.685 / 0.696 against 0.663 / 0.656 for two seeds; the 200k-event
+      grid did not separate them), so set ``zeta=10`` for long hashed click streams, or
+      use ``auto``.
     - One pass; repeated passes are repeated ``learn`` calls with t still global.
     - All or nothing (``Learner.learn``): the sparse layout cannot copy its two O(d)
       vectors per batch (8 MB each at 2^20 dimensions), so its kernel logs u and Ã at
