@@ -62,7 +62,9 @@ SECTION = "## Learner throughput"
 
 CBR_FAMILY = ("cbr_fifo", "cbr_rs", "cbr_diag_fifo", "cbr_diag_rs", "fcbr_fifo", "fcbr_rs")
 OAM_NAMED = ("oam_seq", "oam_gra")
-SPARSE_LEARNERS = ("cbr_diag_fifo", "cbr_diag_rs", "oam_gra", "oam_seq", "solam", "uni_exp")
+SAM_FAMILY = ("asam", "sam", "psam")
+SPARSE_LEARNERS = ("cbr_diag_fifo", "cbr_diag_rs", "oam_gra", "oam_seq", "solam", "uni_exp",
+                   *SAM_FAMILY)
 
 
 # ============================================================================ streams
@@ -216,6 +218,11 @@ def _fresh_oracle(lrn) -> Oracle:
     if name == "solam":
         ref = SOLAMReference(d, zeta=p["zeta"], R=p["R"], normalize=p["normalize"])
         return Oracle(ref, lambda x, t: ref.learn_one(x, 1 if t == 1 else -1), lambda: ref.wbar)
+    if name in SAM_FAMILY:
+        from tests.reference.sam import SAMRef
+
+        ref = SAMRef(d, variant=name, seed=seed, **{k: v for k, v in p.items() if k != "storage"})
+        return Oracle(ref, ref.learn_one, ref.served)
     if name == "mba":
         from tests.reference.mba import MBAReference
 
@@ -268,6 +275,25 @@ def _transplanted_oracle(lrn) -> Oracle:
         ref.res.rows = _buffer_rows(s, lrn.n_features)
         ref.res.n = [int(v) for v in s["n_seen_"]]
         ref.res.rng = s["rng_"].copy()
+    elif lrn.name in SAM_FAMILY:
+        from tests.reference.sam import SAMRef
+
+        p = lrn.params
+        ref = SAMRef(lrn.n_features, variant=lrn.name, seed=lrn.seed,
+                     **{k: v for k, v in p.items() if k != "storage"})
+        t = int(s["t_"][0])
+        ref.t, ref.w = t, lrn.weights("last")
+        ref.r_count = p["r_skip"] - t % p["r_skip"]
+        if ref.averaging:
+            ref.wbar = lrn.weights("average")
+            ref.q, ref.a_count = t // p["a_skip"], p["a_skip"] - t % p["a_skip"]
+        if "cal_" in s:
+            ref.cal_n, ref.cal_sum = int(s["cal_"][0]), float(s["cal_"][1])
+            ref.eta0 = float(s["cal_"][2]) if s["cal_"][2] > 0 else None
+        ref.res.rows = _buffer_rows(s, lrn.n_features)
+        ref.res.n = [int(v) for v in s["n_seen_"]]
+        ref.rng = ref.res.rng = s["rng_"].copy()  # one generator: reservoir and pair draws
+        return Oracle(ref, ref.learn_one, ref.served)
     elif lrn.name == "uni_exp":
         ref.w, ref.b = lrn.weights(), float(s["bias_"][0])
         ref.t = int(s["n_seen_"].sum())
@@ -295,6 +321,8 @@ def _learner_weights(lrn) -> np.ndarray | None:
         return lrn.weights("average")
     if lrn.name == "uni_exp":
         return lrn.weights()
+    if lrn.name in SAM_FAMILY:
+        return lrn.weights()  # the served vector: w̃ (w before the first average)
     if lrn.name == "noam":
         return s["w_"][:int(s["rank_"][0])] if s["phase_"][0] == 1 else None
     return s["mu_"] if "mu_" in s else s["w_"]

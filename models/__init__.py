@@ -23,6 +23,7 @@ from . import cbr as _cbr  # noqa: F401
 from . import mba as _mba  # noqa: F401
 from . import oam as _oam  # noqa: F401
 from . import opauc as _opauc  # noqa: F401
+from . import sam as _sam  # noqa: F401
 from . import solam as _solam  # noqa: F401
 from . import uni_exp as _uni_exp  # noqa: F401
 from .auc import RollingAUC, auc
