@@ -111,6 +111,11 @@ SOLAM_R = [10.0**e for e in range(-1, 6)]  # 10^[-1:5]
 RIVER_LR = [0.001, 0.01, 0.1, 1.0]
 VW_LR = [2.0**e for e in range(-5, 4, 2)]
 BATCH_C = [10.0**e for e in range(-3, 4)]
+# The dissertation's baselines as it runs them: δ = 0.5, λ = 1e-4 for AdaOAM; λ = 1e-4 and
+# the rows as the table's protocol scales them (no unit-L2 step) for Uni-Exp; η by CV.
+ADAOAM_PAPER = {"delta": 0.5, "lam": 1e-4}
+UNI_EXP_PAPER = {"lam": 1e-4, "normalize": False}
+UNI_EXP_UNIT = {"lam": 1e-4, "normalize": True}
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,6 +167,9 @@ def table_config(key: str, quick: bool = False) -> Table:
             Method("cbr_diag_fifo", "cbr_diag_fifo", {**cbr, "diag_mode": "paper"}, {"C": g}),
             Method("oam_seq", "oam_seq", {"capacity": 50}, {"C": g}),
             Method("opauc", "opauc", {"lam": 1e-4}, {"eta": g}),
+            Method("uni_exp", "uni_exp", UNI_EXP_PAPER, {"eta": g}),
+            Method("uni_exp.unit", "uni_exp", UNI_EXP_UNIT, {"eta": g}),
+            Method("adaoam", "adaoam", ADAOAM_PAPER, {"eta": g}),
             *_peers(quick),
         ]
         names = ["glass", "ionosphere", "diabetes", "vehicle", "german", "svmguide3",
@@ -176,6 +184,7 @@ def table_config(key: str, quick: bool = False) -> Table:
             Method("oam_seq", "oam_seq", {"capacity": 100}, {"C": g}),
             Method("oam_gra", "oam_gra", {"capacity": 100}, {"C": g}),
             Method("opauc", "opauc", {"lam": 1e-4}, {"eta": g}),
+            Method("adaoam", "adaoam", ADAOAM_PAPER, {"eta": g}),
             Method("cbr_rs", "cbr_rs", cbr, {"C": g}),
             Method("cbr_fifo", "cbr_fifo", cbr, {"C": g}),
             Method("foam", "foam", foam, {"eta": g}),
@@ -195,6 +204,7 @@ def table_config(key: str, quick: bool = False) -> Table:
             Method("opauc", "opauc", {"lam": 1e-4}, {"eta": g}),
             Method("oam_seq", "oam_seq", {"capacity": 100}, {"C": g}),
             Method("oam_gra", "oam_gra", {"capacity": 100}, {"C": g}),
+            Method("uni_exp", "uni_exp", UNI_EXP_PAPER, {"eta": g}),
             *_peers(quick),
         ]
         libsvm = ("LIBSVM's scaled file ({}_scale, features mapped to [-1, 1] by svm-scale) "
@@ -209,6 +219,7 @@ def table_config(key: str, quick: bool = False) -> Table:
             Method("oam_seq", "oam_seq", {"capacity": 100}, {"C": g}),
             Method("oam_gra", "oam_gra", {"capacity": 100}, {"C": g}),
             Method("opauc", "opauc", {"lam": 1e-4}, {"eta": g}),
+            Method("adaoam", "adaoam", ADAOAM_PAPER, {"eta": g}),
             Method("foam", "foam", {**kern, "n_components": 200, "rff_scale": "none"},
                    {"eta": g}),
             Method("noam", "noam", {**kern, "budget": 200, "rank_fraction": 0.4}, {"eta": g}),
