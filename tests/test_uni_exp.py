@@ -200,7 +200,7 @@ def test_eta_times_lam_must_be_below_one():
 
 def test_defaults():
     lrn = _uni_exp(n_features=3)
-    assert lrn.params == {"eta": 2.0**-6, "lam": 1e-4, "normalize": True, "storage": "dense"}
+    assert lrn.params == {"eta": 2.0**-8, "lam": 1e-4, "normalize": True, "storage": "dense"}
     assert _uni_exp(n_features=5000).params["storage"] == "sparse"
     st_ = _uni_exp(n_features=5000).get_state()
     assert st_["scale_"].tolist() == [1.0] and st_["bias_"].tolist() == [0.0]
