@@ -26,6 +26,7 @@ import numpy as np
 
 from aucstream import models
 from aucstream.models._sparse import dense_to_csr
+from aucstream.models.calibration import PlattCalibrator
 from aucstream.models.preprocessing import StandardScaler
 
 from . import fastjson
@@ -80,6 +81,8 @@ def _warm_extras() -> None:
     rolling = models.RollingAUC(4)
     rolling.update(X[:, 0], y)
     models.RollingAUC.from_state(rolling.get_state())
+    # /score's probabilities: the first fit comes at 100 pairs
+    PlattCalibrator().update(np.tile(X[:, 0], 13), np.tile(y, 13))
     FeatureEncoder({"kind": "hashed", "bits": 8}).encode([{"features": {"a": "b", "c": 1.0}}])
     hashed = b'{"model": "w", "events": [{"features": {"a": "b", "n": {"c": 1.5}}, "label": 1}]}'
     dense = b'{"model": "w", "events": [{"x": [1.0, 2], "label": 0, "id": "e"}]}'
