@@ -15,7 +15,9 @@ from aucstream.service.app import create_app
 from aucstream.service.settings import Settings
 
 
-def wait_ready(client: TestClient, timeout: float = 60.0) -> None:
+def wait_ready(client: TestClient, timeout: float = 240.0) -> None:
+    # The first app of a run on a fresh numba cache compiles every learner's kernels
+    # (about a minute on two cores, longer under a loaded test run) before it is ready.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if client.get("/readyz").status_code == 200:
