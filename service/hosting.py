@@ -267,6 +267,10 @@ class HostedModel:
         # recent refusals by entry start, for the request that appended the entry (which
         # may have been applied by another thread before the request could remember it)
         self._refusals: dict[int, EntryRefused] = {}
+        # what recent entries applied as another's brought (start -> (positives, negatives,
+        # promotions, refused)): the request that appended one may remember it only after
+        # another thread of this process applied it, and its counters must still count it
+        self._foreign: dict[int, tuple[int, int, int, int]] = {}
         self._pins: list[tuple[int, int | None]] = []  # 'auto' models: the pin history
         self._snapshot = self._make_snapshot()
 
@@ -313,9 +317,19 @@ class HostedModel:
                 self._publish(force=True)
 
     # ------------------------------------------------------------------ applying
-    def remember(self, entry: LogEntry, batch: tuple[np.ndarray, Any]) -> None:
-        """Keep an entry this process appended, so applying it needs no store read."""
-        self._pending[entry.start] = (entry, batch)
+    def remember(self, entry: LogEntry, batch: tuple[np.ndarray, Any],
+                 metrics: Metrics | None) -> None:
+        """Keep an entry this process appended, so applying it needs no store read. If
+        another thread (the sync loop, or a request appending after it) applied it from
+        the store already, count now what it brought: counters count each event once,
+        in the process whose request brought it."""
+        with self.lock:
+            if entry.start >= self.version:
+                self._pending[entry.start] = (entry, batch)
+                return
+            counts = self._foreign.pop(entry.start, None)
+            if counts is not None and metrics is not None:
+                self._count(metrics, *counts)
 
     def catch_up(self, store: Store, upto: int | None, metrics: Metrics | None) -> None:
         """Apply log entries in order until ``version >= upto`` (None: the log's end)."""
@@ -417,21 +431,41 @@ class HostedModel:
             prior = self._learn(X, y)
         except models.NonFiniteError as exc:
             event = exc.row if rows is None else int(rows[exc.row])
-            self._refuse(entry, event, y.shape[0], metrics if own else None)
+            self._refuse(entry, event)
             self.version = entry.end
+            self._brought(entry, (0, 0, 0, y.shape[0]), metrics, own)
             return
         self.rolling.update(prior, y)
         self.calibration.update(prior, y)
         self.version = entry.end
+        n_pos = int((y > 0).sum())
+        promoted = getattr(self.learner, "promotions", 0) - promoted
+        self._brought(entry, (n_pos, y.shape[0] - n_pos, promoted, 0), metrics, own)
         if metrics is not None:
-            if own and not self.retired:
-                n_pos = int((y > 0).sum())
-                metrics.events_learned.labels(self.name, "positive").inc(n_pos)
-                metrics.events_learned.labels(self.name, "negative").inc(y.shape[0] - n_pos)
-                promoted = getattr(self.learner, "promotions", 0) - promoted
-                if promoted:
-                    metrics.promotions.labels(self.name).inc(promoted)
             self.export(metrics)
+
+    def _brought(self, entry: LogEntry, counts: tuple[int, int, int, int],
+                 metrics: Metrics | None, own: bool) -> None:
+        """Count what an applied entry brought, or keep it for :meth:`remember`."""
+        if own:
+            if metrics is not None:
+                self._count(metrics, *counts)
+            return
+        self._foreign[entry.start] = counts
+        if len(self._foreign) > _KEPT_REFUSALS:  # other replicas' entries: nobody asks
+            del self._foreign[next(iter(self._foreign))]
+
+    def _count(self, metrics: Metrics, positives: int, negatives: int, promoted: int,
+               refused: int) -> None:
+        if self.retired:
+            return
+        if positives or negatives:
+            metrics.events_learned.labels(self.name, "positive").inc(positives)
+            metrics.events_learned.labels(self.name, "negative").inc(negatives)
+        if promoted:
+            metrics.promotions.labels(self.name).inc(promoted)
+        if refused:
+            metrics.refused.labels(self.name).inc(refused)
 
     def _learn(self, X: Any, y: np.ndarray) -> np.ndarray:
         """Scaler, then learner, test-then-train; all or nothing (NonFiniteError)."""
@@ -447,7 +481,7 @@ class HostedModel:
             self.scaler = before
             raise
 
-    def _refuse(self, entry: LogEntry, event: int, n: int, metrics: Metrics | None) -> None:
+    def _refuse(self, entry: LogEntry, event: int) -> None:
         log.warning("model %s refused log entry %d..%d: learning its event %d would make "
                     "the model's state non-finite; the model is unchanged",
                     self.name, entry.start, entry.end, event)
@@ -456,8 +490,6 @@ class HostedModel:
             "become non-finite); nothing of this request was learned")
         if len(self._refusals) > _KEPT_REFUSALS:  # other replicas' entries: nobody asks
             del self._refusals[next(iter(self._refusals))]
-        if metrics is not None and not self.retired:
-            metrics.refused.labels(self.name).inc(n)
 
     def refusal(self, start: int) -> EntryRefused | None:
         """The refusal of the entry starting at ``start``, if it was refused (once: the
@@ -882,7 +914,7 @@ class ModelHost:
             self.metrics.duplicates.labels(model.name).inc(dups)
         entry = result.entry
         if entry is not None:
-            model.remember(entry, (y, X))
+            model.remember(entry, (y, X), self.metrics)
         try:
             applied = self._apply_after_append(model, result.version)
         finally:

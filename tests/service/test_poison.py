@@ -18,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from aucstream import models
 from aucstream.service.hosting import ModelHost
@@ -234,6 +236,16 @@ def test_a_refusal_reaches_the_appending_request_when_the_sync_loop_applied_it(t
     # its ids were released: the corrected events are learned
     fixed = EncodedBatch(n=3, X=np.array([[1.0, 0.0], [1.0, -1.0], [0.5, 0.5]]))
     assert host.append_and_apply(model, fixed, y, ["d", "e", "f"])[:2] == (3, 0)
+    # every entry was applied by the "sync loop" first, yet the counters count each
+    # event of this process's requests once (the CI race of test_workers)
+    counted = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(
+                   generate_latest(host.metrics.registry).decode())
+               for s in family.samples}
+    learned = {c: counted[("aucstream_events_learned_total",
+                           (("label", c), ("model", "m")))] for c in ("positive", "negative")}
+    assert learned == {"positive": 4.0, "negative": 2.0}
+    assert counted[("aucstream_refused_events_total", (("model", "m"),))] == 3.0
     store.close()
 
 
