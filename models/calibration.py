@@ -194,9 +194,21 @@ class PlattCalibrator:
 
 
 def probabilities(s: np.ndarray, a: float, b: float) -> np.ndarray:
-    """σ(a·s + b), with the logit clipped to ±40 (σ is 0 or 1 to float64 beyond)."""
-    z = np.clip(a * s + b, -_MAX_LOGIT, _MAX_LOGIT)
-    return 1.0 / (1.0 + np.exp(-z))
+    """σ(a·s + b), with the logit clipped to ±40 (σ is 0 or 1 to float64 beyond).
+
+    The same kernel as learning's (numba's ``math.exp``): numpy's vectorised exp may
+    differ from it in the last bit, and a served probability must be the one that
+    ``update`` reports for the same score and map."""
+    flat = np.ascontiguousarray(s, dtype=np.float64).reshape(-1)
+    return _probabilities(flat, float(a), float(b)).reshape(np.shape(s))
+
+
+@njit(cache=True, nogil=True)
+def _probabilities(s, a, b):
+    out = np.empty(s.shape[0])
+    for i in range(s.shape[0]):
+        out[i] = _sigmoid(a * s[i] + b)
+    return out
 
 
 @njit(cache=True, nogil=True)
