@@ -21,6 +21,8 @@ from . import adaoam as _adaoam  # noqa: F401
 from . import auto as _auto  # noqa: F401  (importing a family registers its learners)
 from . import cbr as _cbr  # noqa: F401
 from . import mba as _mba  # noqa: F401
+from . import noam_nystrom as _noam_nystrom  # noqa: F401
+from . import nsauc as _nsauc  # noqa: F401
 from . import oam as _oam  # noqa: F401
 from . import opauc as _opauc  # noqa: F401
 from . import sam as _sam  # noqa: F401
