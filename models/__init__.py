@@ -19,6 +19,7 @@ if __name__ != "aucstream.models":  # imported from a checkout as a top-level pa
 
 from . import adaoam as _adaoam  # noqa: F401
 from . import auto as _auto  # noqa: F401  (importing a family registers its learners)
+from . import batch as _batch  # noqa: F401
 from . import cbr as _cbr  # noqa: F401
 from . import mba as _mba  # noqa: F401
 from . import noam_nystrom as _noam_nystrom  # noqa: F401
@@ -30,6 +31,7 @@ from . import solam as _solam  # noqa: F401
 from . import uni_exp as _uni_exp  # noqa: F401
 from .auc import RollingAUC, auc
 from .base import Learner, NonFiniteError, available, create, from_state
+from .batch import fit_batch
 
 __all__ = [
     "Learner",
@@ -38,5 +40,6 @@ __all__ = [
     "auc",
     "available",
     "create",
+    "fit_batch",
     "from_state",
 ]
