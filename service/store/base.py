@@ -21,12 +21,40 @@ of dropping a write. An append whose outcome cannot be known (the connection was
 after the request was sent, and the backend stayed out of reach while the store tried
 to find out) raises :class:`AppendOutcomeUnknown` instead: it may or may not be in the
 log. Every method that names a model raises :class:`ModelNotFound` when it does not
-exist. A model that is deleted and created again is a new model: its log starts again at
-position 0.
+exist (:meth:`Store.release_lease` excepted). A model that is deleted and created again
+is a new model: its log starts again at position 0.
+
+Ownership (scale-out, issue 15). Each model has at most one owner replica at a time,
+holding the model's *lease* in the store for a time-to-live it renews. Each time the lease
+changes hands (taken while free or expired) its *fencing token* grows by one; a renewal
+by the holder keeps it. The owner's writes of derived state (:meth:`Store.save_checkpoint`,
+:meth:`Store.trim`, :meth:`Store.set_pin`) pass its token, and the store performs such a
+*fenced* write only if the lease is still held, unexpired, with exactly that token --
+checked atomically with the write -- else raises :class:`LeaseLost` and writes nothing.
+So an owner that stalled past its lease (a GC pause, a partition) and was replaced cannot
+overwrite its successor's state. Appends are not fenced: any replica may append, the log
+orders them. Lease times are the backend's: the Redis server's clock, or ``time.time()``
+of the SQLite writer (all processes share the machine).
+
+Tokens of a model name never decrease, not even across delete and re-create: a model's
+first lease has token 1, and a re-created model's next token follows the deleted one's
+last. (Were they to start at 1 again, a stale owner of the deleted model holding token 1
+would pass fenced writes on the new model's token 1, and its renewal could not tell the
+new model from the old.) So the same token from two :meth:`Store.acquire_lease` calls
+means that nobody else held the lease in between; a new token means the caller must
+reload the model's state from the store. The price: a store keeps one small record
+(the last token) per model name ever leased, also after the model's deletion.
+
+Replica ids must be unique per process incarnation: a restarted process that reused its
+predecessor's id would renew its predecessor's lease.
+
+Live replicas announce themselves in a registry (:meth:`Store.announce_replica`), so that
+each can tell which others are alive (e.g. to spread models over them).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,6 +65,8 @@ __all__ = [
     "AppendResult",
     "Checkpoint",
     "Impression",
+    "Lease",
+    "LeaseLost",
     "LogEntry",
     "ModelExists",
     "ModelNotFound",
@@ -46,6 +76,9 @@ __all__ = [
     "check_event_ids",
     "check_name",
     "check_position",
+    "check_replica",
+    "check_token",
+    "check_ttl",
 ]
 
 
@@ -69,6 +102,10 @@ class ModelExists(StoreError):
 
 class ModelNotFound(StoreError):
     """No model of that name."""
+
+
+class LeaseLost(StoreError):
+    """A fenced write by a replica whose lease is gone (expired, or taken by another)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +150,15 @@ class Checkpoint:
     version: int
     blob: bytes
     created_at: float  # unix seconds
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A model's ownership lease: who holds it, its fencing token, and its time left."""
+
+    holder: str  # replica id
+    token: int  # fencing token: grows by one each time the lease changes hands
+    ttl: float  # seconds left, as the store sees it
 
 
 class Store(Protocol):
@@ -171,34 +217,86 @@ class Store(Protocol):
         An empty log (new, or trimmed to the end) gives ``(0, end, end)``.
         """
 
-    def save_checkpoint(self, name: str, version: int, blob: bytes) -> bool:
+    def save_checkpoint(self, name: str, version: int, blob: bytes,
+                        token: int | None = None) -> bool:
         """Keep ``blob`` as the checkpoint if ``version`` is newer than the stored one.
 
         Returns whether it was kept: checkpoints only move forward, an older or equal
         version is ignored (False). Raise ValueError if ``version`` is negative or beyond
-        the log end. Durable on return.
+        the log end. Durable on return. With ``token``: fenced (see the module
+        docstring), LeaseLost if the lease is not held with that token.
         """
 
     def load_checkpoint(self, name: str) -> Checkpoint | None:
         """The latest checkpoint, or None."""
 
-    def trim(self, name: str, upto: int, keep_ids: int) -> None:
+    def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
         """Drop entries with ``end <= upto`` and ids of events at positions ``<= upto - keep_ids``.
 
         ``upto`` is first lowered to the stored checkpoint's version (nothing is trimmed
         without a checkpoint), so a trim can never drop an event that no checkpoint
         covers. The dedup window therefore always holds at least the ids of the
         ``keep_ids`` events before the checkpoint and of every event after it.
+
+        With ``token``: fenced (see the module docstring). Ids go in slices, each a write
+        of its own and each fenced: a trim whose lease is lost between two slices raises
+        LeaseLost there, having done only what it did while it held the lease (the log
+        and the ids up to a slice's end: what its successor's next trim would do too).
         """
 
-    def set_pin(self, name: str, candidate: int | None) -> int:
+    def set_pin(self, name: str, candidate: int | None, token: int | None = None) -> int:
         """Record that from the log's current end on, an 'auto' model serves ``candidate``
         (None: its own choice again); return that position. Atomic with appends: every
-        entry appended later starts at or after it. Raise ModelNotFound."""
+        entry appended later starts at or after it. Raise ModelNotFound. With ``token``:
+        fenced (see the module docstring), LeaseLost if the lease is not held with it."""
         raise NotImplementedError
 
     def read_pins(self, name: str) -> list[tuple[int, int | None]]:
         """Every pin recorded, oldest first: (position, candidate or None)."""
+        raise NotImplementedError
+
+    # -- ownership: leases and fencing tokens (see the module docstring) ---------------
+
+    def acquire_lease(self, name: str, replica: str, ttl: float) -> Lease | None:
+        """Take or renew the model's ownership lease for ``ttl`` seconds (> 0).
+
+        Atomically: if the lease is free or expired, ``replica`` takes it and the token
+        grows by one; if ``replica`` holds it, its expiry moves to now + ttl and the
+        token stays; if another replica holds it (unexpired), nothing changes. Returns
+        the lease if ``replica`` holds it after the call, else None. Tokens never
+        decrease for a model name (they survive expiry, release, and delete + re-create)
+        and the first is 1. ``ttl`` has millisecond precision. Raise ModelNotFound,
+        ValueError for a ``ttl`` that is not a positive finite number or an empty
+        ``replica``.
+        """
+        raise NotImplementedError
+
+    def release_lease(self, name: str, replica: str, token: int) -> bool:
+        """Give the lease up if ``replica`` holds it with ``token`` (True), else nothing
+        (False). The token is not reused: the next holder gets token + 1. A missing model
+        gives False, not ModelNotFound: it has no lease to give up (a replica shutting
+        down need not care that the model was deleted meanwhile)."""
+        raise NotImplementedError
+
+    def get_lease(self, name: str) -> Lease | None:
+        """The unexpired lease, or None. Raise ModelNotFound."""
+        raise NotImplementedError
+
+    def checkpoint_version(self, name: str) -> int:
+        """The stored checkpoint's version (0 if none): a cheap poll for followers, which
+        reads no blob. Raise ModelNotFound."""
+        raise NotImplementedError
+
+    # -- the replica registry (one per store, not per model) --
+
+    def announce_replica(self, replica: str, ttl: float) -> list[str]:
+        """Record that ``replica`` is alive for the next ``ttl`` seconds; return every
+        live replica id (unexpired), sorted, ``replica`` included. One round trip (one
+        call per replica per sync round); replicas expired meanwhile are forgotten."""
+        raise NotImplementedError
+
+    def withdraw_replica(self, replica: str) -> None:
+        """Forget ``replica`` (clean shutdown); nothing if it is not known."""
         raise NotImplementedError
 
     # -- impressions (models with feedback: scored items kept until their label comes) --
@@ -255,6 +353,30 @@ def check_event_ids(event_ids: Sequence[str | None]) -> list[str | None]:
         if eid is not None and not isinstance(eid, str):
             raise TypeError(f"event id {i} must be a str or None; got {type(eid).__name__}")
     return ids
+
+
+def check_replica(replica: str) -> str:
+    """A replica id: a non-empty str without control characters (ValueError otherwise)."""
+    if not isinstance(replica, str) or not replica:
+        raise ValueError(f"a replica id must be a non-empty string; got {replica!r}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in replica):
+        raise ValueError(f"a replica id must not contain control characters; got {replica!r}")
+    return replica
+
+
+def check_ttl(ttl: float) -> int:
+    """A lease or registry time-to-live in seconds, as whole milliseconds (at least 1);
+    ValueError unless a positive finite number."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise ValueError(f"ttl must be a number of seconds; got {ttl!r}")
+    if not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"ttl must be a positive finite number of seconds; got {ttl!r}")
+    return max(1, math.ceil(round(ttl * 1000, 6)))  # (0.7 s is 700.0000000000001 ms)
+
+
+def check_token(token: int | None) -> int | None:
+    """A fencing token: None (no fence) or a non-negative int (ValueError otherwise)."""
+    return None if token is None else check_position(token, "token")
 
 
 def check_position(value: int, what: str) -> int:
