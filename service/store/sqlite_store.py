@@ -17,7 +17,12 @@ Tables: ``models`` (a fresh integer id per creation, the config, the log end),
 ``checkpoints``, ``impressions`` (one row per kept item, indexed by (model, status,
 shown_at, id) for due scans and by (model, expires_at, status) for expiry) and
 ``impression_counts`` (rows of ``impressions`` per model and status, kept in step by every
-write, so that the cap of a keep and the counts need no scan). An impression is expired
+write, so that the cap of a keep and the counts need no scan), ``leases`` (per model *name*
+the last fencing token granted and the current holder and expiry: the row outlives the
+model, whose deletion only frees the lease, so that a re-created model's tokens go on
+growing) and ``replicas`` (the registry: replica id -> expiry). Lease and registry times
+are ``time.time()`` of the writing process, read inside the write transaction, so that a
+wait for the write turn never makes them stale. An impression is expired
 at ``now`` when ``expires_at <= now``: reads leave it out, and keeps and claims delete at
 most ``_EXPIRE_SLICE`` expired rows per call. Connections are pooled, one per
 concurrently running call. Writers take turns through a thread lock and an ``flock`` on
@@ -44,6 +49,8 @@ from aucstream.service.store.base import (
     AppendResult,
     Checkpoint,
     Impression,
+    Lease,
+    LeaseLost,
     LogEntry,
     ModelExists,
     ModelNotFound,
@@ -51,6 +58,9 @@ from aucstream.service.store.base import (
     check_event_ids,
     check_name,
     check_position,
+    check_replica,
+    check_token,
+    check_ttl,
 )
 
 __all__ = ["SqliteStore"]
@@ -115,6 +125,17 @@ _SCHEMA = (
         status TEXT NOT NULL,
         n INTEGER NOT NULL,
         PRIMARY KEY (model, status)
+    ) WITHOUT ROWID""",
+    # ownership leases and the replica registry (issue 15; created on opening an older file)
+    """CREATE TABLE IF NOT EXISTS leases (
+        name TEXT PRIMARY KEY,
+        token INTEGER NOT NULL,
+        holder TEXT,
+        expires_at REAL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS replicas (
+        id TEXT PRIMARY KEY,
+        expires_at REAL NOT NULL
     ) WITHOUT ROWID""",
 )
 
@@ -331,6 +352,9 @@ class SqliteStore:
                           "impression_counts"):
                 c.execute(f"DELETE FROM {table} WHERE model = ?", (mid,))
             c.execute("DELETE FROM models WHERE id = ?", (mid,))
+            # the lease goes, its last token stays (the row is keyed by the name)
+            c.execute("UPDATE leases SET holder = NULL, expires_at = NULL WHERE name = ?",
+                      (name,))
 
     def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
         check_name(name)
@@ -466,10 +490,12 @@ class SqliteStore:
         )
         c.execute("UPDATE models SET log_end = ? WHERE id = ?", (end, mid))
 
-    def set_pin(self, name: str, candidate: int | None) -> int:
+    def set_pin(self, name: str, candidate: int | None, token: int | None = None) -> int:
         check_name(name)
+        token = check_token(token)
         with self._guard("set_pin"), self._tx() as c:
             mid, end = self._model(c, name)
+            self._fence(c, name, token, "set_pin")
             c.execute("INSERT INTO pins (model, at_pos, candidate) VALUES (?, ?, ?)",
                       (mid, end, candidate))
         return end
@@ -518,12 +544,15 @@ class SqliteStore:
             ).fetchone()
         return int(n), end if first is None else int(first), end
 
-    def save_checkpoint(self, name: str, version: int, blob: bytes) -> bool:
+    def save_checkpoint(self, name: str, version: int, blob: bytes,
+                        token: int | None = None) -> bool:
         check_name(name)
         version = check_position(version, "version")
+        token = check_token(token)
         data = bytes(blob)
         with self._guard("save_checkpoint"), self._tx() as c:
             mid, end = self._model(c, name)
+            self._fence(c, name, token, "save_checkpoint")
             if version > end:
                 raise ValueError(f"checkpoint version {version} is beyond the log end of {name!r}")
             cur = c.execute(
@@ -546,12 +575,14 @@ class SqliteStore:
             return None
         return Checkpoint(version=int(row[0]), blob=bytes(row[1]), created_at=float(row[2]))
 
-    def trim(self, name: str, upto: int, keep_ids: int) -> None:
+    def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
         check_name(name)
         upto = check_position(upto, "upto")
         keep_ids = check_position(keep_ids, "keep_ids")
+        token = check_token(token)
         with self._guard("trim"), self._tx() as c:
             mid, _ = self._model(c, name)
+            self._fence(c, name, token, "trim")
             row = c.execute("SELECT version FROM checkpoints WHERE model = ?", (mid,)).fetchone()
             if row is None:
                 return
@@ -566,8 +597,92 @@ class SqliteStore:
         while lo is not None and lo <= drop:
             hi = min(lo + _TRIM_SLICE - 1, drop)
             with self._guard("trim"), self._tx() as c:
+                self._fence(c, name, token, "trim")
                 c.execute("DELETE FROM event_ids WHERE model = ? AND pos <= ?", (mid, hi))
             lo = hi + 1
+
+    # -- leases and the replica registry ---------------------------------------------
+
+    @staticmethod
+    def _fence(c: sqlite3.Connection, name: str, token: int | None, what: str) -> None:
+        """In a write transaction: LeaseLost unless ``token`` is None or the model's lease
+        is held, unexpired, with exactly that token."""
+        if token is None:
+            return
+        row = c.execute("SELECT token, holder, expires_at FROM leases WHERE name = ?",
+                        (name,)).fetchone()
+        if row is None or row[1] is None or row[0] != token or row[2] <= time.time():
+            raise LeaseLost(f"Model {name!r}: {what} refused, the lease with token {token} "
+                            "is not held (expired, or taken by another replica)")
+
+    def acquire_lease(self, name: str, replica: str, ttl: float) -> Lease | None:
+        check_name(name)
+        replica = check_replica(replica)
+        seconds = check_ttl(ttl) / 1000
+        with self._guard("acquire_lease"), self._tx() as c:
+            self._model(c, name)
+            now = time.time()
+            row = c.execute("SELECT token, holder, expires_at FROM leases WHERE name = ?",
+                            (name,)).fetchone()
+            if row is not None and row[1] is not None and row[2] > now:  # held
+                if row[1] != replica:
+                    return None
+                c.execute("UPDATE leases SET expires_at = ? WHERE name = ?",
+                          (now + seconds, name))
+                return Lease(holder=replica, token=int(row[0]), ttl=seconds)
+            token = 1 if row is None else int(row[0]) + 1  # free or expired: taken
+            c.execute("INSERT INTO leases (name, token, holder, expires_at) VALUES (?, ?, ?, ?) "
+                      "ON CONFLICT (name) DO UPDATE SET token = excluded.token, "
+                      "holder = excluded.holder, expires_at = excluded.expires_at",
+                      (name, token, replica, now + seconds))
+        return Lease(holder=replica, token=token, ttl=seconds)
+
+    def release_lease(self, name: str, replica: str, token: int) -> bool:
+        check_name(name)
+        replica = check_replica(replica)
+        token = check_position(token, "token")
+        with self._guard("release_lease"), self._tx() as c:
+            cur = c.execute("UPDATE leases SET holder = NULL, expires_at = NULL "
+                            "WHERE name = ? AND holder = ? AND token = ? AND expires_at > ?",
+                            (name, replica, token, time.time()))
+            return cur.rowcount > 0
+
+    def get_lease(self, name: str) -> Lease | None:
+        check_name(name)
+        with self._guard("get_lease"), self._tx("DEFERRED") as c:
+            self._model(c, name)
+            row = c.execute("SELECT token, holder, expires_at FROM leases WHERE name = ?",
+                            (name,)).fetchone()
+            now = time.time()
+        if row is None or row[1] is None or row[2] <= now:
+            return None
+        return Lease(holder=str(row[1]), token=int(row[0]), ttl=float(row[2]) - now)
+
+    def checkpoint_version(self, name: str) -> int:
+        check_name(name)
+        with self._guard("checkpoint_version"), self._conn() as c:
+            row = c.execute("SELECT c.version FROM models m LEFT JOIN checkpoints c "
+                            "ON c.model = m.id WHERE m.name = ?", (name,)).fetchone()
+        if row is None:
+            _not_found(name)
+        return 0 if row[0] is None else int(row[0])
+
+    def announce_replica(self, replica: str, ttl: float) -> list[str]:
+        replica = check_replica(replica)
+        seconds = check_ttl(ttl) / 1000
+        with self._guard("announce_replica"), self._tx() as c:
+            now = time.time()
+            c.execute("DELETE FROM replicas WHERE expires_at <= ?", (now,))
+            c.execute("INSERT INTO replicas (id, expires_at) VALUES (?, ?) "
+                      "ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at",
+                      (replica, now + seconds))
+            rows = c.execute("SELECT id FROM replicas").fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def withdraw_replica(self, replica: str) -> None:
+        replica = check_replica(replica)
+        with self._guard("withdraw_replica"), self._tx() as c:
+            c.execute("DELETE FROM replicas WHERE id = ?", (replica,))
 
     # -- impressions -----------------------------------------------------------------
 
