@@ -16,7 +16,11 @@ keeps all of a model's keys in one slot and every script below touches one slot 
                            key per status of IMPRESSION_STATUSES: due scans, oldest first)
     P:{N}:imp:exp:<s>    zset  item id -> expires_at, of the same impressions (expiry, and
                            counts of unexpired impressions by status)
+    P:{N}:lease    string  "<token>:<replica>": the ownership lease; expires (PX) with it
+    P:{N}:lease:last  string  the last fencing token granted (INCR); outlives the model's
+                           deletion, so that a re-created model's tokens go on growing
     P:models       set     model names (an index; a model exists iff its config exists)
+    P:replicas     zset    replica id -> expiry (ms of the server's clock): the registry
 
 An impression is in ``imp`` and in the two sorted sets of its status, nowhere else. It is
 expired at ``now`` when ``expires_at <= now``: reads leave it out, and the writing scripts
@@ -45,6 +49,12 @@ is final: written (the append's result), or certainly not written (StoreUnavaila
 server out of reach until the append's time is up leaves the outcome unknown
 (AppendOutcomeUnknown). Records expire after ``_TOKEN_TTL_MIN`` or more (long enough for
 the fence that follows a cut-off append), fences after a day.
+
+Leases (see :mod:`~service.store.base`) live on the server's clock: a lease is a key with a
+PX expiry, checked by the acquiring and the fenced scripts in the same atomic step as their
+writes; the registry's expiries are the server's ``TIME`` read inside its script (allowed
+since scripts replicate their effects, the only mode of Redis >= 7.0). The registry is one
+key, so in a cluster it lives in one slot; every other script touches one model's slot.
 """
 
 from __future__ import annotations
@@ -70,6 +80,8 @@ from aucstream.service.store.base import (
     AppendResult,
     Checkpoint,
     Impression,
+    Lease,
+    LeaseLost,
     LogEntry,
     ModelExists,
     ModelNotFound,
@@ -77,13 +89,31 @@ from aucstream.service.store.base import (
     check_event_ids,
     check_name,
     check_position,
+    check_replica,
+    check_token,
+    check_ttl,
 )
 
 __all__ = ["RedisStore"]
 
-# KEYS: config, meta, log, ids, ckpt, pins, then the impression keys (_IMP_KEYS). ARGV:
-# config json, created_at, log start (0, or the version of an imported checkpoint), that
-# checkpoint's blob ("" for none).
+# The model keys a create clears and a delete removes (all but the lease counter).
+_MODEL_KEYS = ("config", "meta", "log", "ids", "ckpt", "pins", "lease")
+
+# The fence of the fenced writes: whether a write with fencing token `token` (a decimal
+# string, "" = not fenced) must be refused because the lease at key `lease` is not held
+# with that token (expired keys read as missing).
+_FENCE_LIB = """
+local function lease_lost(lease, token)
+  if token == '' then return false end
+  local cur = redis.call('GET', lease)
+  if not cur then return true end
+  return string.sub(cur, 1, string.find(cur, ':', 1, true) - 1) ~= token
+end
+"""
+
+# KEYS: _MODEL_KEYS, then the impression keys (_IMP_KEYS). ARGV: config json, created_at,
+# log start (0, or the version of an imported checkpoint), that checkpoint's blob ("" for
+# none).
 _CREATE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('UNLINK', unpack(KEYS, 2))
@@ -95,17 +125,19 @@ end
 return 1
 """
 
-# KEYS: config, meta, log, ids, ckpt, pins, then the impression keys (_IMP_KEYS).
+# KEYS: _MODEL_KEYS, then the impression keys (_IMP_KEYS).
 _DELETE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('UNLINK', unpack(KEYS))
 return 1
 """
 
-# KEYS: config, meta, pins. ARGV: candidate (-1: none). The pin takes effect at the log's
-# end: atomic with appends, so every entry after it was appended after the pin.
-_SET_PIN = """#!lua
+# KEYS: config, meta, pins, lease. ARGV: candidate (-1: none), fencing token. The pin takes
+# effect at the log's end: atomic with appends, so every entry after it was appended after
+# the pin. Returns -1 (no model), -3 (lease lost), else the position.
+_SET_PIN = "#!lua" + _FENCE_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if lease_lost(KEYS[4], ARGV[2]) then return -3 end
 local e = redis.call('HGET', KEYS[2], 'end') or '0'
 redis.call('RPUSH', KEYS[3], e .. ':' .. ARGV[1])
 return tonumber(e)
@@ -209,10 +241,11 @@ end
 return {n, first, e}
 """
 
-# KEYS: config, meta, ckpt. ARGV: version, blob, created_at.
-# Returns -1 (no model), -2 (beyond the log end), 0 (not newer), 1 (saved).
-_SAVE_CKPT = """#!lua
+# KEYS: config, meta, ckpt, lease. ARGV: version, blob, created_at, fencing token.
+# Returns -1 (no model), -3 (lease lost), -2 (beyond the log end), 0 (not newer), 1 (saved).
+_SAVE_CKPT = "#!lua" + _FENCE_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if lease_lost(KEYS[4], ARGV[4]) then return -3 end
 local v = tonumber(ARGV[1])
 if v > tonumber(redis.call('HGET', KEYS[2], 'end') or '0') then return -2 end
 local cur = redis.call('HGET', KEYS[3], 'version')
@@ -229,11 +262,13 @@ if not c[1] then return {} end
 return c
 """
 
-# KEYS: config, log, ids, ckpt. ARGV: upto, keep_ids, slice. Returns -1 if no model, 2 if
-# ids remain to drop: at most `slice` positions' ids go per call, because a script blocks
-# the whole server and a second's worth of ids (100k at full load) took ~30 ms.
-_TRIM = """#!lua
+# KEYS: config, log, ids, ckpt, lease. ARGV: upto, keep_ids, slice, fencing token. Returns
+# -1 if no model, -3 if the lease is lost, 2 if ids remain to drop: at most `slice`
+# positions' ids go per call, because a script blocks the whole server and a second's
+# worth of ids (100k at full load) took ~30 ms.
+_TRIM = "#!lua" + _FENCE_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if lease_lost(KEYS[5], ARGV[4]) then return -3 end
 local cur = redis.call('HGET', KEYS[4], 'version')
 if not cur then return 0 end
 local upto = math.min(tonumber(ARGV[1]), tonumber(cur))
@@ -250,6 +285,55 @@ end
 return 1
 """
 _TRIM_SLICE = 5_000
+
+# -- leases and the replica registry ----------------------------------------------------
+
+# KEYS: config, lease, lease:last. ARGV: replica, ttl (ms). Returns nil if no model, {0} if
+# another replica holds the lease, else {1, token} (taken, or renewed by its holder).
+_ACQUIRE = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local cur = redis.call('GET', KEYS[2])
+if cur then
+  local sep = string.find(cur, ':', 1, true)
+  if string.sub(cur, sep + 1) ~= ARGV[1] then return {0} end
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return {1, tonumber(string.sub(cur, 1, sep - 1))}
+end
+local t = redis.call('INCR', KEYS[3])
+redis.call('SET', KEYS[2], string.format('%d', t) .. ':' .. ARGV[1], 'PX', ARGV[2])
+return {1, t}
+"""
+
+# KEYS: lease. ARGV: replica, token. Returns 1 if released, 0 if not held so.
+_RELEASE = """#!lua
+if redis.call('GET', KEYS[1]) ~= ARGV[2] .. ':' .. ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# KEYS: config, lease. Returns nil if no model, {} if no lease, else {"token:holder", pttl}.
+_GET_LEASE = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local cur = redis.call('GET', KEYS[2])
+if not cur then return {} end
+return {cur, redis.call('PTTL', KEYS[2])}
+"""
+
+# KEYS: config, ckpt. Returns -1 if no model, else the checkpoint's version (0 if none).
+_CKPT_VERSION = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
+"""
+
+# KEYS: registry. ARGV: replica, ttl (ms). Forgets the expired (expiry <= now), records
+# the replica, returns the live ids (in expiry order; the caller sorts them).
+_ANNOUNCE = """#!lua
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
+redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+"""
 
 # -- impressions ------------------------------------------------------------------------
 # Every impression script takes KEYS: config, imp, the shown_at zsets of the statuses in
@@ -460,6 +544,7 @@ class RedisStore:
         self._token_ttl_ms = int(1000 * max(_TOKEN_TTL_MIN, 4 * self._append_time))
         self._prefix = prefix
         self._index = f"{prefix}:models"
+        self._registry = f"{prefix}:replicas"
         self._where = _describe(client)
         self._create = client.register_script(_CREATE)
         self._delete = client.register_script(_DELETE)
@@ -478,6 +563,11 @@ class RedisStore:
         self._get_imp = client.register_script(_GET_IMP)
         self._due_imp = client.register_script(_DUE_IMP)
         self._count_imp = client.register_script(_COUNT_IMP)
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
+        self._get_lease = client.register_script(_GET_LEASE)
+        self._ckpt_version = client.register_script(_CKPT_VERSION)
+        self._announce = client.register_script(_ANNOUNCE)
 
     @classmethod
     def from_url(
@@ -546,6 +636,11 @@ class RedisStore:
     def _not_found(name: str) -> NoReturn:
         raise ModelNotFound(f"Model {name!r} not found")
 
+    @staticmethod
+    def _lease_lost(name: str, what: str, token: int | None) -> NoReturn:
+        raise LeaseLost(f"Model {name!r}: {what} refused, the lease with token {token} is "
+                        "not held (expired, or taken by another replica)")
+
     # -- the Store protocol ----------------------------------------------------------
 
     def ping(self) -> None:
@@ -554,7 +649,7 @@ class RedisStore:
 
     def create_model(self, name: str, config: dict[str, Any],
                      start: tuple[int, bytes] | None = None) -> None:
-        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins", *_IMP_KEYS)
+        keys = self._keys(name, *_MODEL_KEYS, *_IMP_KEYS)
         text = json.dumps(config)
         version, blob = (0, b"") if start is None else (check_position(start[0], "version"),
                                                        bytes(start[1]))
@@ -584,7 +679,7 @@ class RedisStore:
         return [n for n, ok in zip(names, alive, strict=True) if ok]
 
     def delete_model(self, name: str) -> None:
-        keys = self._keys(name, "config", "meta", "log", "ids", "ckpt", "pins", *_IMP_KEYS)
+        keys = self._keys(name, *_MODEL_KEYS, *_IMP_KEYS)
         with self._guard("delete_model"):
             if not self._delete(keys=keys):
                 self._not_found(name)
@@ -646,12 +741,16 @@ class RedisStore:
         return StoreUnavailable(
             f"Redis at {self._where} unavailable ({what}): {type(exc).__name__}: {exc}")
 
-    def set_pin(self, name: str, candidate: int | None) -> int:
-        keys = self._keys(name, "config", "meta", "pins")
+    def set_pin(self, name: str, candidate: int | None, token: int | None = None) -> int:
+        keys = self._keys(name, "config", "meta", "pins", "lease")
+        token = check_token(token)
         with self._guard("set_pin"):
-            at = self._set_pin(keys=keys, args=[-1 if candidate is None else int(candidate)])
+            at = self._set_pin(keys=keys, args=[-1 if candidate is None else int(candidate),
+                                                "" if token is None else token])
         if at == -1:
             self._not_found(name)
+        if at == -3:
+            self._lease_lost(name, "set_pin", token)
         return int(at)
 
     def read_pins(self, name: str) -> list[tuple[int, int | None]]:
@@ -694,13 +793,18 @@ class RedisStore:
         n, first, end = res
         return int(n), int(first), int(end)
 
-    def save_checkpoint(self, name: str, version: int, blob: bytes) -> bool:
-        keys = self._keys(name, "config", "meta", "ckpt")
+    def save_checkpoint(self, name: str, version: int, blob: bytes,
+                        token: int | None = None) -> bool:
+        keys = self._keys(name, "config", "meta", "ckpt", "lease")
         version = check_position(version, "version")
+        token = check_token(token)
         with self._guard("save_checkpoint"):
-            res = self._save_ckpt(keys=keys, args=[version, bytes(blob), repr(time.time())])
+            res = self._save_ckpt(keys=keys, args=[version, bytes(blob), repr(time.time()),
+                                                   "" if token is None else token])
         if res == -1:
             self._not_found(name)
+        if res == -3:
+            self._lease_lost(name, "save_checkpoint", token)
         if res == -2:
             raise ValueError(f"checkpoint version {version} is beyond the log end of {name!r}")
         return bool(res)
@@ -716,16 +820,72 @@ class RedisStore:
         version, blob, created_at = res
         return Checkpoint(version=int(version), blob=bytes(blob), created_at=float(created_at))
 
-    def trim(self, name: str, upto: int, keep_ids: int) -> None:
-        keys = self._keys(name, "config", "log", "ids", "ckpt")
+    def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
+        keys = self._keys(name, "config", "log", "ids", "ckpt", "lease")
         upto = check_position(upto, "upto")
         keep_ids = check_position(keep_ids, "keep_ids")
+        token = check_token(token)
+        fence = "" if token is None else token
         res = 2
         while res == 2:
             with self._guard("trim"):
-                res = self._trim(keys=keys, args=[upto, keep_ids, _TRIM_SLICE])
+                res = self._trim(keys=keys, args=[upto, keep_ids, _TRIM_SLICE, fence])
         if res == -1:
             self._not_found(name)
+        if res == -3:
+            self._lease_lost(name, "trim", token)
+
+    # -- leases and the replica registry ---------------------------------------------
+
+    def acquire_lease(self, name: str, replica: str, ttl: float) -> Lease | None:
+        keys = self._keys(name, "config", "lease", "lease:last")
+        replica = check_replica(replica)
+        ms = check_ttl(ttl)
+        with self._guard("acquire_lease"):
+            res = self._acquire(keys=keys, args=[replica, ms])
+        if res is None:
+            self._not_found(name)
+        if not res[0]:
+            return None
+        return Lease(holder=replica, token=int(res[1]), ttl=ms / 1000)
+
+    def release_lease(self, name: str, replica: str, token: int) -> bool:
+        (lease,) = self._keys(name, "lease")
+        replica = check_replica(replica)
+        token = check_position(token, "token")
+        with self._guard("release_lease"):
+            return bool(self._release(keys=[lease], args=[replica, token]))
+
+    def get_lease(self, name: str) -> Lease | None:
+        keys = self._keys(name, "config", "lease")
+        with self._guard("get_lease"):
+            res = self._get_lease(keys=keys)
+        if res is None:
+            self._not_found(name)
+        if not res:
+            return None
+        token, _, holder = bytes(res[0]).decode().partition(":")
+        return Lease(holder=holder, token=int(token), ttl=int(res[1]) / 1000)
+
+    def checkpoint_version(self, name: str) -> int:
+        keys = self._keys(name, "config", "ckpt")
+        with self._guard("checkpoint_version"):
+            res = self._ckpt_version(keys=keys)
+        if res == -1:
+            self._not_found(name)
+        return int(res)
+
+    def announce_replica(self, replica: str, ttl: float) -> list[str]:
+        replica = check_replica(replica)
+        ms = check_ttl(ttl)
+        with self._guard("announce_replica"):
+            live = self._announce(keys=[self._registry], args=[replica, ms])
+        return sorted(bytes(r).decode() for r in live)
+
+    def withdraw_replica(self, replica: str) -> None:
+        replica = check_replica(replica)
+        with self._guard("withdraw_replica"):
+            self._r.zrem(self._registry, replica)
 
     # -- impressions -----------------------------------------------------------------
 
