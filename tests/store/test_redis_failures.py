@@ -32,6 +32,13 @@ def every_method(store: RedisStore) -> dict[str, Callable[[], object]]:
         "save_checkpoint": lambda: store.save_checkpoint("m", 1, b"s"),
         "load_checkpoint": lambda: store.load_checkpoint("m"),
         "trim": lambda: store.trim("m", 1, 0),
+        "acquire_lease": lambda: store.acquire_lease("m", "r", 10.0),
+        "release_lease": lambda: store.release_lease("m", "r", 1),
+        "get_lease": lambda: store.get_lease("m"),
+        "checkpoint_version": lambda: store.checkpoint_version("m"),
+        "fenced save_checkpoint": lambda: store.save_checkpoint("m", 1, b"s", token=1),
+        "announce_replica": lambda: store.announce_replica("r", 10.0),
+        "withdraw_replica": lambda: store.withdraw_replica("r"),
     }
 
 

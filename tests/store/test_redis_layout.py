@@ -17,6 +17,8 @@ def test_key_layout(redis_server: RedisServer) -> None:
     store.save_checkpoint("m", 2, b"\x80state")
     store.keep_impressions("m", [("i1", b"\x00row1"), ("i2", b"row2")], 1000.5, 1060.5, 10)
     store.claim_impressions("m", ["i2"], ["pending"], "labelled", 1001.0)
+    store.acquire_lease("m", "r:1", 30.0)
+    store.announce_replica("r:1", 30.0)
     r = redis_server.client()
     try:
         keys = {bytes(k).decode(): r.type(k) for k in r.scan_iter(match="lay:*")}
@@ -37,6 +39,9 @@ def test_key_layout(redis_server: RedisServer) -> None:
             "lay:{m}:imp:exp:pending": b"zset",
             "lay:{m}:imp:shown:labelled": b"zset",
             "lay:{m}:imp:exp:labelled": b"zset",
+            "lay:{m}:lease": b"string",
+            "lay:{m}:lease:last": b"string",
+            "lay:replicas": b"zset",
         }
         ((entry_id, fields),) = r.xrange("lay:{m}:log") or []
         assert entry_id == b"2-0"
@@ -54,15 +59,25 @@ def test_key_layout(redis_server: RedisServer) -> None:
         assert r.zrange("lay:{m}:imp:shown:labelled", 0, -1, withscores=True) == [
             (b"i2", 1000.5)]
         assert r.zrange("lay:{m}:imp:exp:labelled", 0, -1, withscores=True) == [(b"i2", 1060.5)]
+        # the lease: "token:holder", expiring on the server's clock; the last token granted
+        assert r.get("lay:{m}:lease") == b"1:r:1"
+        assert 25_000 < r.pttl("lay:{m}:lease") <= 30_000
+        assert r.get("lay:{m}:lease:last") == b"1"
+        # the registry: replica -> expiry in ms of the server's clock
+        ((member, expiry),) = r.zrange("lay:replicas", 0, -1, withscores=True)
+        secs, micros = r.time()
+        assert member == b"r:1" and 25_000 < expiry - (secs * 1000 + micros // 1000) <= 30_000
         store.delete_model("m")
-        # everything goes but the append records, which expire on their own
-        assert [bytes(k).decode() for k in r.scan_iter(match="lay:{*")] == tokens
+        # everything goes but the append records, which expire on their own, and the last
+        # lease token, which a re-created model's tokens go on from
+        assert sorted(bytes(k).decode() for k in r.scan_iter(match="lay:{*")) == sorted(
+            [*tokens, "lay:{m}:lease:last"])
         # impression keys left without a config (say, by hand) go when it is created again
         r.hset("lay:{m}:imp", "i1", b"x")
         r.zadd("lay:{m}:imp:shown:timed_out", {"i1": 1.0})
         store.create_model("m", {})
         assert sorted(bytes(k).decode() for k in r.scan_iter(match="lay:{*")) == sorted(
-            [*tokens, "lay:{m}:config", "lay:{m}:meta"])
+            [*tokens, "lay:{m}:config", "lay:{m}:meta", "lay:{m}:lease:last"])
         assert store.get_impressions("m", ["i1"], 0.0) == {}
     finally:
         r.close()
@@ -97,7 +112,7 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
     r = redis_cluster.nodes[0].client()
     try:
         suffixes = ("config", "meta", "log", "ids", "ckpt", "pins", "tok:" + "0" * 32,
-                    *_IMP_KEYS)
+                    "lease", "lease:last", *_IMP_KEYS)
         slots = {r.cluster("KEYSLOT", f"slot:{{{name}}}:{x}") for x in suffixes}
         assert len(slots) == 1
         assert store.read_log(name, 0)[0].payload == b"p"
@@ -105,6 +120,11 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
         assert store.claim_impressions(name, ["i"], ["pending"], "timing_out", 11.0) == ["i"]
         assert [i for i, _ in store.due_impressions(name, ["timing_out"], 10.0, 11.0, 5)] == ["i"]
         assert store.count_impressions(name, 11.0)["timing_out"] == 1
+        lease = store.acquire_lease(name, "r", 30.0)
+        assert lease is not None
+        assert store.save_checkpoint(name, 1, b"t", token=lease.token) is False
+        store.trim(name, 1, 0, token=lease.token)
+        assert store.release_lease(name, "r", lease.token)
         store.delete_model(name)
     finally:
         r.close()
