@@ -45,8 +45,10 @@ means that nobody else held the lease in between; a new token means the caller m
 reload the model's state from the store. The price: a store keeps one small record
 (the last token) per model name ever leased, also after the model's deletion.
 
-Replica ids must be unique per process incarnation: a restarted process that reused its
-predecessor's id would renew its predecessor's lease.
+A replica id names one writer: the store cannot tell two processes with the same id
+apart (both pass the fence of its token). A restarted process that reuses its
+predecessor's id renews the predecessor's lease at once, same token -- right only once
+the predecessor is gone, and the new process must load the model's state from the store.
 
 Live replicas announce themselves in a registry (:meth:`Store.announce_replica`), so that
 each can tell which others are alive (e.g. to spread models over them).
