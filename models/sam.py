@@ -15,7 +15,7 @@ with dense storage, O(nnz) with sparse storage.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -35,9 +35,28 @@ from .base import (
     storage_param,
 )
 
-__all__ = ["ASAM", "PSAM", "SAM"]
+__all__ = ["ASAM", "PSAM", "SAM", "sam_rule"]
 
 _EMPTY = np.zeros(0)
+
+
+def sam_rule(params: dict[str, Any], *, prox: bool, averaging: bool) -> tuple:
+    """The kernels' ``rule`` (the fields of ``_sam_kernels.Rule``) for a learner's
+    parameters: ASAM/SAM's (``lam``, ``eta_scale``: t0 = 1/(λη0), η0 calibrated) or, with
+    ``prox``, PSAM's (``gamma``, a fixed ``t0``); ``averaging`` False is SAM. A plain
+    tuple: cheaper for numba to dispatch on (see ``_sam_kernels``). Shared with the
+    learners that run these kernels on mapped rows (``models.nsauc``, ``models.sam_kernel``)."""
+    return tuple(K.Rule(
+        prox=prox,
+        lam=float(params["gamma"] if prox else params["lam"]),
+        calibrate=not prox,
+        t0=float(params.get("t0", 0.0)),
+        eta_scale=float(params.get("eta_scale", 1.0)),
+        r_skip=int(params["r_skip"]),
+        a_skip=int(params["a_skip"]) if averaging else 0,
+        pairs=int(params["pairs"]),
+        min_scale=float(SAM_MIN_SCALE),
+    ))
 
 
 def _skip_param(default: int, doc: str) -> Param:
@@ -61,18 +80,7 @@ class _Family(Learner):
 
     def _resolve_params(self) -> None:
         resolve_storage(self.params, self.n_features)
-        p = self.params
-        self._rule = tuple(K.Rule(
-            prox=self.prox,
-            lam=float(p["gamma"] if self.prox else p["lam"]),
-            calibrate=not self.prox,
-            t0=float(p.get("t0", 0.0)),
-            eta_scale=float(p.get("eta_scale", 1.0)),
-            r_skip=int(p["r_skip"]),
-            a_skip=int(p["a_skip"]) if self.averaging else 0,
-            pairs=int(p["pairs"]),
-            min_scale=float(SAM_MIN_SCALE),
-        ))  # a plain tuple: cheaper for numba to dispatch on (see _sam_kernels)
+        self._rule = sam_rule(self.params, prox=self.prox, averaging=self.averaging)
 
     @property
     def _sparse(self) -> bool:
