@@ -27,6 +27,7 @@ from . import nsauc as _nsauc  # noqa: F401
 from . import oam as _oam  # noqa: F401
 from . import opauc as _opauc  # noqa: F401
 from . import sam as _sam  # noqa: F401
+from . import sam_kernel as _sam_kernel  # noqa: F401
 from . import solam as _solam  # noqa: F401
 from . import uni_exp as _uni_exp  # noqa: F401
 from .auc import RollingAUC, auc

@@ -5,24 +5,21 @@ seed 002), Algorithm 3 on the embedding of Algorithm 1: SVMSGD2 on pairs of Nyst
 features with scheduled regularisation and scheduled averaging. Algorithm 3 is the same
 iteration as the dissertation's ASAM (Algorithm 10), so the learner is ASAM's dense
 kernel (``models._sam_kernels.dense_learn``) on the mapped rows ψ(x) of the shared map
-(``models._nystrom``), with ASAM's streaming adapter and the second-wave defaults.
+(``models._nystrom``), with ASAM's streaming adapter and the second-wave defaults: the
+class is ``models.sam_kernel.NystromSAM``, shared with the dissertation's NASAM (the same
+method under its other name) and NPSAM.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
-
-from . import _sam_kernels as K
-from ._nystrom import MAP_PARAMS, NystromLearner
-from ._rng import new_state
+from ._nystrom import MAP_PARAMS
 from ._validation import Interval, Param
 from .base import capacity_param, register, scale_param
+from .sam_kernel import NystromSAM
 
 __all__ = ["NSAUC"]
-
-_EMPTY = np.zeros(0)
 
 
 def _skip_param(default: int, doc: str) -> Param:
@@ -30,7 +27,7 @@ def _skip_param(default: int, doc: str) -> Param:
 
 
 @register
-class NSAUC(NystromLearner):
+class NSAUC(NystromSAM):
     """NSAUC: Algorithm 3 of Khalid et al. (ECML-PKDD 2018) on the k-means++ Nyström map.
 
     Per pair x_t = ψ(x⁺) − ψ(x⁻), t = 1, 2, …: if wᵀx_t < 1, w ← w + x_t/(λ(t + t0))
@@ -99,6 +96,9 @@ class NSAUC(NystromLearner):
       same counters), so this is ``models.sam.ASAM``'s dense kernel on ψ: its Notes on
       t0, the η0 calibration, the printed shrink factor (no guard; t counts pairs from
       1) and the streaming adapter apply unchanged.
+    - The dissertation's NASAM (§6.6, ``models.sam_kernel.NASAM``) is this method under
+      its other name: both are ``models.sam_kernel.NystromSAM`` with ASAM's rule, and
+      with the same parameters and seed their states are equal bit for bit.
     - Sign: the paper prints w + (1/(λ(t + t0)))·ℓ′(wᵀx_t)·x_t with ℓ′ "a subgradient of
       the hinge"; taken literally that moves w the wrong way. ℓ′ is SVMSGD2's dloss
       (−∂ℓ: 1 if wᵀx_t < 1, else 0), as the dissertation's Algorithm 10 makes explicit.
@@ -114,8 +114,7 @@ class NSAUC(NystromLearner):
     """
 
     name = "nsauc"
-    model_keys = frozenset({"w_", "wbar_", "buf_"})
-    scoring_keys = ("rank_", "bandwidth_", "landmarks_", "proj_", "w_", "wbar_", "t_")
+    prox = False
     param_table: ClassVar[dict[str, Param]] = {
         "lam": scale_param(1e-8, "λ of Algorithm 3", low=1e-12),
         "eta_scale": scale_param(1.0, "η0 = eta_scale / mean‖x⁺ − x⁻‖² (first 100 pairs)"),
@@ -126,44 +125,3 @@ class NSAUC(NystromLearner):
                        "pairs per event, drawn from the opposite reservoir"),
         **MAP_PARAMS,
     }
-
-    def _resolve_params(self) -> None:
-        super()._resolve_params()
-        p = self.params
-        self._rule = tuple(K.Rule(
-            prox=False, lam=float(p["lam"]), calibrate=True, t0=0.0,
-            eta_scale=float(p["eta_scale"]), r_skip=int(p["r_skip"]),
-            a_skip=int(p["a_skip"]), pairs=int(p["pairs"]), min_scale=float(K.SAM_MIN_SCALE),
-        ))  # a plain tuple, as models.sam passes it
-
-    def _allocate_model(self, rank: int) -> dict[str, np.ndarray]:
-        cap = self.params["capacity"]
-        return {
-            "w_": np.zeros(rank),
-            "wbar_": np.zeros(rank),
-            "t_": np.zeros(1, np.int64),
-            "cal_": np.zeros(3),
-            "buf_": np.zeros((2, cap, rank)),
-            "order_": np.zeros((2, cap), np.int64),
-            "n_seen_": np.zeros(2, np.int64),
-            "rng_": new_state(self.seed),
-        }
-
-    def _learn_mapped(self, Z: np.ndarray, y: np.ndarray, prior: np.ndarray) -> None:
-        s = self._state
-        model = (s["w_"], s["wbar_"], _EMPTY, s["t_"], s["cal_"])  # K.Model
-        bufs = (s["buf_"], s["order_"], s["n_seen_"], s["rng_"])  # K.DenseBuffers
-        K.dense_learn(Z, y, model, bufs, self._rule, prior)
-
-    def _served(self, state: dict[str, np.ndarray]) -> np.ndarray:
-        q = int(state["t_"][0]) // self.params["a_skip"]
-        return state["wbar_"] if q > 0 else state["w_"]
-
-    def weights(self, which: str = "served") -> np.ndarray:
-        """A copy of ``'served'`` (w̃, or w before the first average), ``'last'`` (w) or
-        ``'average'`` (w̃); empty until the map exists."""
-        if which not in ("served", "last", "average"):
-            raise ValueError(f"which must be one of served, last, average; got {which!r}.")
-        s = self._state
-        key = {"last": "w_", "average": "wbar_"}.get(which)
-        return (s[key] if key else self._served(s)).copy()
