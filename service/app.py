@@ -286,6 +286,37 @@ class _SyncLoop:
                 log.exception("sync loop error")
 
 
+class _Periodic:
+    """Background thread: once the host is ready, ``step()`` every ``interval`` seconds
+    (the lease keeper, the followers' fast loop); store trouble is logged, not fatal."""
+
+    def __init__(self, host: ModelHost, name: str, interval: float, step: Any) -> None:
+        self.host = host
+        self.interval = interval
+        self.step = step
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"aucstream-{name}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self.host.ready and not self._stop.wait(0.05):
+            pass
+        while not self._stop.wait(self.interval):
+            try:
+                self.step()
+            except StoreUnavailable as exc:
+                log.debug("%s: store unavailable: %s", self._thread.name, exc)
+            except Exception:
+                log.exception("%s error", self._thread.name)
+
+
 def _telemetry_option(enabled: bool) -> dict[str, Any]:
     """FastAPI's ``telemetry`` argument (versions that trace natively): with it on, every
     request first asks OpenTelemetry whether a provider is configured, which reads
@@ -316,6 +347,10 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         host = app.state.host = ModelHost(opened, settings, metrics)
         loop = _SyncLoop(host, settings.sync_interval)
         loop.start()
+        keeper = _Periodic(host, "leases", settings.lease_ttl / 3, host.keep_leases)
+        follower = _Periodic(host, "follow", settings.follow_interval, host.follow_once)
+        keeper.start()
+        follower.start()
         # Compiling (or loading from numba's cache) every learner's kernels: /readyz waits
         # for it, so that no request after ready pays for a compile. Once per process.
         threading.Thread(target=_warm_up_quietly, name="aucstream-warmup", daemon=True).start()
@@ -325,11 +360,17 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             yield
         finally:
             access_log.flush()
+            follower.stop()
             loop.stop()
             try:
                 host.checkpoint_all()
             except StoreUnavailable as exc:
                 log.warning("final checkpoint skipped, store unavailable: %s", exc)
+            keeper.stop()
+            try:
+                host.release_all()  # survivors take the models over at once
+            except StoreUnavailable as exc:
+                log.warning("leases not released, store unavailable: %s", exc)
             if own_store:
                 opened.close()
             process_exited()

@@ -18,6 +18,7 @@ its requests answer 503 saying why, and every other model goes on serving.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -45,8 +46,9 @@ from .codec import (
 from .encoding import EncodedBatch, FeatureEncoder
 from .feedback import Feedback, RequestAUC, sweep_timeouts
 from .metrics import Metrics
+from .ownership import preferred_owner, replica_id
 from .settings import Settings
-from .store.base import LogEntry, ModelNotFound, Store, StoreUnavailable
+from .store.base import LeaseLost, LogEntry, ModelNotFound, Store, StoreUnavailable
 
 __all__ = [
     "ApplyFailed",
@@ -71,6 +73,13 @@ _REPLAY_PAGE = 500  # log entries read per store call while catching up
 _KEPT_REFUSALS = 1024
 _REFRESH_WAIT = 0.05  # seconds a stale snapshot waits for a lock holder that is not applying
 _QUARANTINE_RETRY = 30.0  # seconds between attempts to load a quarantined model again
+# Refusals a publication carries to the followers (their requests ask within moments).
+_PUBLISHED_REFUSALS = 64
+
+
+def _refused(event: int) -> EntryRefused:
+    return EntryRefused(event, "learning this event would overflow the model (its state "
+                        "would become non-finite); nothing of this request was learned")
 
 
 class ModelConfigError(ValueError):
@@ -258,6 +267,7 @@ class HostedModel:
         self.calibration = PlattCalibrator()
         self.version = 0
         self.checkpoint_version = 0
+        self.trim_version = 0  # the version of the last checkpoint that trimmed the log
         self.checkpoint_time: float | None = None
         self.checkpoint_attempt = time.monotonic()
         self.lock = threading.Lock()
@@ -272,7 +282,39 @@ class HostedModel:
         # another thread of this process applied it, and its counters must still count it
         self._foreign: dict[int, tuple[int, int, int, int]] = {}
         self._pins: list[tuple[int, int | None]] = []  # 'auto' models: the pin history
+        # Ownership (see ModelHost): the lease token while this replica owns the model
+        # (None: a follower, serving what the owner publishes), the owner last seen.
+        self.token: int | None = None
+        self.owner: str | None = None
+        self.published_version = 0  # the version of this owner's last publication
+        self.published_at = 0.0  # monotonic time of the last publication or reload
+        self.waiters = 0  # follower requests waiting for a publication
+        self.changed = threading.Condition(threading.Lock())  # notified on new versions
         self._snapshot = self._make_snapshot()
+
+    @property
+    def owned(self) -> bool:
+        return self.token is not None
+
+    def notify(self) -> None:
+        """Wake requests waiting for a version (after applying or reloading)."""
+        with self.changed:
+            self.changed.notify_all()
+
+    def wait_for(self, version: int, timeout: float) -> bool:
+        """Wait until this model is at ``version`` or owned here (True), or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            self.waiters += 1
+            try:
+                while self.version < version and not self.owned:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self.changed.wait(min(left, 0.05))
+            finally:
+                self.waiters -= 1
+        return True
 
     # ------------------------------------------------------------------ scoring
     def _make_snapshot(self) -> Snapshot:
@@ -388,7 +430,7 @@ class HostedModel:
                 if end <= self.version:
                     break
                 if first > self.version:
-                    self._reload(store, first)
+                    self._reload(store, first, metrics)
                 elif not store.read_log(self.name, self.version, 1):
                     # entries appended meanwhile are read on the next round; none at all
                     # would be a store contradicting itself: fail rather than spin
@@ -396,7 +438,7 @@ class HostedModel:
                                  f"entry after {self.version}")
                 continue
             if entries[0].start > self.version:
-                self._reload(store, entries[0].start)
+                self._reload(store, entries[0].start, metrics)
                 continue
             for entry in entries:
                 if entry.end <= self.version:
@@ -409,6 +451,7 @@ class HostedModel:
             del self._pending[start]
         if self.version != before:
             self._publish()
+            self.notify()
 
     def _apply(self, entry: LogEntry, batch: tuple[np.ndarray, Any],
                metrics: Metrics | None, own: bool = False) -> None:
@@ -485,9 +528,7 @@ class HostedModel:
         log.warning("model %s refused log entry %d..%d: learning its event %d would make "
                     "the model's state non-finite; the model is unchanged",
                     self.name, entry.start, entry.end, event)
-        self._refusals[entry.start] = EntryRefused(
-            event, "learning this event would overflow the model (its state would "
-            "become non-finite); nothing of this request was learned")
+        self._refusals[entry.start] = _refused(event)
         if len(self._refusals) > _KEPT_REFUSALS:  # other replicas' entries: nobody asks
             del self._refusals[next(iter(self._refusals))]
 
@@ -496,13 +537,13 @@ class HostedModel:
         request that appended it takes it)."""
         return self._refusals.pop(start, None)
 
-    def _reload(self, store: Store, first_start: int) -> None:
+    def _reload(self, store: Store, first_start: int, metrics: Metrics | None) -> None:
         """The log was trimmed past our version: continue from the checkpoint."""
         cp = store.load_checkpoint(self.name)
         if cp is None or cp.version < first_start:
             raise LogGap(f"model {self.name!r}: log starts at {first_start}, this replica is at "
                          f"{self.version} and no checkpoint covers the gap")
-        self.restore(decode_state(cp.blob), cp.version, cp.created_at)
+        self.restore(decode_state(cp.blob), cp.version, cp.created_at, metrics)
 
     # ------------------------------------------------------------------ checkpoints
     def full_state(self) -> dict[str, Any]:
@@ -514,9 +555,17 @@ class HostedModel:
             "scaler": self.scaler.get_state() if self.scaler is not None else None,
             "rolling": self.rolling.get_state(),
             "calibration": self.calibration.get_state(),
+            # recent refusals, for the followers' requests that appended those entries
+            "refusals": np.array([[start, r.event] for start, r in
+                                  list(self._refusals.items())[-_PUBLISHED_REFUSALS:]],
+                                 np.int64).reshape(-1, 2),
         }
 
-    def restore(self, state: dict[str, Any], version: int, created_at: float) -> None:
+    def restore(self, state: dict[str, Any], version: int, created_at: float,
+                metrics: Metrics | None = None) -> None:
+        """Continue from a checkpoint or publication at ``version``. This process's own
+        entries that it covers were learned elsewhere (the owner): they are counted here,
+        as this process's requests brought them."""
         if state.get("uid") != self.uid or state.get("version") != version:
             raise ValueError(f"checkpoint of {self.name!r} belongs to another model generation")
         learner = models.from_state(state["learner"])
@@ -532,34 +581,59 @@ class HostedModel:
         self.calibration = PlattCalibrator() if cal is None else PlattCalibrator.from_state(cal)
         self.version = version
         self.checkpoint_version = version
+        self.trim_version = version
         self.checkpoint_time = created_at
-        self._pending = {s: p for s, p in self._pending.items() if s >= version}
+        for start, event in state.get("refusals", np.zeros((0, 2), np.int64)).tolist():
+            self._refusals.setdefault(start, _refused(event))
+        for start in [s for s in self._pending if s < version]:
+            entry, (y, _) = self._pending.pop(start)
+            if metrics is None or entry.end > version:
+                continue
+            if entry.skip:
+                y = np.delete(y, list(entry.skip))
+            n_pos = int((y > 0).sum())
+            refused = start in self._refusals
+            self._count(metrics, 0 if refused else n_pos, 0 if refused else len(y) - n_pos, 0,
+                        len(y) if refused else 0)
         self._snapshot = self._make_snapshot()
+        self.published_at = time.monotonic()
 
     def checkpoint_due(self, settings: Settings, now: float) -> bool:
-        if self.version <= self.checkpoint_version:
+        if self.version <= self.trim_version:
             return False
-        if self.version - self.checkpoint_version >= settings.checkpoint_every:
+        if self.version - self.trim_version >= settings.checkpoint_every:
             return True
         return now - self.checkpoint_attempt >= settings.checkpoint_interval
 
-    def checkpoint(self, store: Store, settings: Settings) -> None:
-        self.checkpoint_attempt = time.monotonic()
+    def checkpoint(self, store: Store, settings: Settings, trim: bool = True) -> None:
+        """Save the state as the checkpoint (fenced with the lease token when owned; a
+        lost lease raises LeaseLost), then trim the log behind it unless ``trim`` is
+        False (a publication to the followers)."""
+        token = self.token
+        if trim:
+            self.checkpoint_attempt = time.monotonic()
         with self.lock:
             state = self.full_state()
             version = self.version
         blob = encode_state(state)  # outside the lock: scoring and learning go on
         try:
-            saved = store.save_checkpoint(self.name, version, blob)
+            saved = store.save_checkpoint(self.name, version, blob, token=token)
         except (ModelNotFound, ValueError) as exc:
             # deleted, or deleted and re-created elsewhere meanwhile: the sync loop
             # notices the new generation and drops this one
             log.info("checkpoint of %s skipped: %s", self.name, exc)
             return
-        if saved and version > settings.log_retention:
-            store.trim(self.name, version - settings.log_retention, settings.dedup_window)
-        self.checkpoint_version = version
-        self.checkpoint_time = time.time()
+        self.published_version = max(self.published_version, version)
+        self.published_at = time.monotonic()
+        if saved:
+            self.checkpoint_version = max(self.checkpoint_version, version)
+            self.checkpoint_time = time.time()
+        if trim:
+            # the store lowers the trim to its checkpoint: safe after a publication too
+            if version > settings.log_retention:
+                store.trim(self.name, version - settings.log_retention,
+                           settings.dedup_window, token=token)
+            self.trim_version = version
 
     # ------------------------------------------------------------------ reporting
     def export(self, metrics: Metrics) -> None:
@@ -600,6 +674,7 @@ class HostedModel:
             "standardize": cfg["standardize"],
             "created_at": cfg["created_at"],
             "version": self.version,
+            "owner": self.owner,
             "events": {"negative": neg, "positive": pos},
             "rolling_auc": None if np.isnan(auc) else auc,
             "rolling_window": self.rolling.window,
@@ -681,6 +756,14 @@ class ModelHost:
         self._quarantine: dict[str, Quarantined] = {}
         self._lock = threading.Lock()
         self.ready = False
+        self.replica = replica_id(settings)
+        self.live: list[str] = [self.replica]  # live replicas, as last announced
+        self._free_since: dict[str, float] = {}  # models seen without an owner, since
+
+    @property
+    def scaled_out(self) -> bool:
+        """Do other replicas share the store (so owners publish and followers follow)?"""
+        return len(self.live) > 1
 
     # ------------------------------------------------------------------ lookup
     def get(self, name: str) -> HostedModel:
@@ -735,7 +818,8 @@ class ModelHost:
             self._models[model.name] = model
             self._count()
             model.export(self.metrics)
-            return model
+        self._place(model, time.monotonic())
+        return model
 
     def export_model(self, name: str) -> bytes:
         """The model as a self-describing binary (config, learned state, version)."""
@@ -818,6 +902,7 @@ class ModelHost:
 
     def _count(self) -> None:
         self.metrics.models.set(len(self._models))
+        self.metrics.owned_models.set(sum(m.owned for m in list(self._models.values())))
         self.metrics.quarantined.set(len(self._quarantine))
 
     def _retire(self, name: str) -> None:
@@ -874,12 +959,14 @@ class ModelHost:
         self._models[model.name] = model
         self._count()
         model.export(self.metrics)
+        self._place(model, time.monotonic())
         return model
 
     def recover(self) -> None:
         """Load every model of the store (start-up); sets ``ready``. A model that cannot
         be recovered is quarantined; the others serve."""
         started = time.monotonic()
+        self.announce()
         with self._lock:
             for name in self.store.list_models():
                 if name in self._models or name in self._quarantine:
@@ -932,7 +1019,21 @@ class ModelHost:
 
     def _apply_after_append(self, model: HostedModel, upto: int) -> bool:
         """Apply the log up to ``upto``; the entry is durable, so store trouble is retried
-        (up to the append's resolve time) rather than reported as "nothing learned"."""
+        (up to the append's resolve time) rather than reported as "nothing learned".
+
+        A follower does not apply: it waits (as long) until the owner's publication
+        covers ``upto`` and serves it, so a score here right after sees this batch. It
+        takes the model itself if the model has no owner and this replica is the
+        preferred one (the first learn after creation or a restart)."""
+        if not model.owned and model.owner is None:
+            self._place(model, time.monotonic())
+        if not model.owned:
+            if not model.wait_for(upto, self.settings.append_resolve_timeout):
+                log.warning("model %s: durable up to %d, not published by its owner %s yet",
+                            model.name, upto, model.owner)
+                return False
+            if not model.owned:
+                return True
         deadline = time.monotonic() + self.settings.append_resolve_timeout
         pause = 0.05
         while True:
@@ -954,6 +1055,134 @@ class ModelHost:
                 raise ApplyFailed(
                     f"The events are in the durable log, but model {model.name!r} failed "
                     f"while applying it and is quarantined: {q.reason}") from exc
+
+    # ------------------------------------------------------------------ ownership
+    def announce(self) -> None:
+        """Tell the store this replica is alive; learn which others are."""
+        self.live = self.store.announce_replica(self.replica, self.settings.lease_ttl)
+        self.metrics.replicas.set(len(self.live))
+
+    def keep_leases(self) -> None:
+        """Announce this replica and renew the leases it holds (every lease_ttl / 3, on
+        its own thread: a long apply or checkpoint must not let a lease lapse)."""
+        self.announce()
+        for model in list(self._models.values()):
+            token = model.token
+            if token is None:
+                continue
+            lease = self.store.acquire_lease(model.name, self.replica, self.settings.lease_ttl)
+            if lease is None or lease.token != token:
+                self._demote(model, "its lease was lost")
+
+    def _place(self, model: HostedModel, now: float) -> None:
+        """Take, keep or hand over one model's lease: the preferred live replica
+        (rendezvous hashing) owns it; a model without an owner for two lease times is
+        taken by whoever sees it, whatever the preference."""
+        name = model.name
+        preferred = preferred_owner(name, self.live)
+        if model.owned:
+            token = model.token
+            lease = self.store.acquire_lease(name, self.replica, self.settings.lease_ttl)
+            if lease is None or lease.token != token:
+                self._demote(model, "its lease was lost")
+            elif preferred != self.replica:
+                # hand over: publish the latest, so the next owner starts from it
+                with contextlib.suppress(LeaseLost):
+                    model.checkpoint(self.store, self.settings, trim=False)
+                self._demote(model, f"handed over to {preferred}")
+                self.store.release_lease(name, self.replica, lease.token)
+            return
+        lease = self.store.get_lease(name)
+        if lease is not None and lease.holder != self.replica:
+            model.owner = lease.holder
+            self._free_since.pop(name, None)
+            return
+        # free, or held under this replica's name (its own, from before a restart)
+        since = self._free_since.setdefault(name, now)
+        if (lease is not None or preferred == self.replica
+                or now - since >= 2 * self.settings.lease_ttl):
+            self._take(model)
+        else:
+            model.owner = None
+
+    def _take(self, model: HostedModel) -> None:
+        lease = self.store.acquire_lease(model.name, self.replica, self.settings.lease_ttl)
+        if lease is None:
+            return
+        self._free_since.pop(model.name, None)
+        with model.lock:
+            model.token = lease.token
+            model.owner = self.replica
+        log.info("model %s: owned by this replica (%s, lease %d)", model.name, self.replica,
+                 lease.token)
+        model.catch_up(self.store, None, self.metrics)  # what the last owner left
+        model.notify()
+
+    def _demote(self, model: HostedModel, why: str) -> None:
+        with model.lock:
+            if model.token is None:
+                return
+            model.token = None
+            model.owner = None
+            model._pending.clear()  # applied by the next owner; counted when published
+        log.info("model %s: no longer owned by this replica: %s", model.name, why)
+
+    def follow_once(self) -> None:
+        """The fast loop while several replicas share the store: owners apply what other
+        replicas appended and publish it (at most every publish_interval); followers
+        reload a newer publication (at once while a request waits for it, else every
+        max_staleness / 2)."""
+        if not self.scaled_out:
+            return
+        now = time.monotonic()
+        for model in list(self._models.values()):
+            try:
+                if model.owned:
+                    _, _, end = self.store.log_bounds(model.name)
+                    if end > model.version:
+                        model.catch_up(self.store, None, self.metrics)
+                    if (model.version > model.published_version
+                            and now - model.published_at >= self.settings.publish_interval):
+                        model.checkpoint(self.store, self.settings, trim=False)
+                elif model.waiters or now - model.published_at >= self.settings.max_staleness / 2:
+                    self._refresh(model)
+            except LeaseLost:
+                self._demote(model, "its lease was lost")
+            except ModelNotFound:
+                continue  # deleted: the sync loop retires it
+            except StoreUnavailable:
+                raise
+            except Exception:
+                log.exception("model %s: following failed", model.name)
+
+    def _refresh(self, model: HostedModel) -> None:
+        """A follower: load the owner's publication if it is newer than what it serves."""
+        model.published_at = time.monotonic()
+        if self.store.checkpoint_version(model.name) <= model.version:
+            return
+        cp = self.store.load_checkpoint(model.name)
+        if cp is None or cp.version <= model.version:
+            return
+        state = decode_state(cp.blob)
+        with model.lock:
+            if model.owned or cp.version <= model.version:
+                return
+            try:
+                model.restore(state, cp.version, cp.created_at, self.metrics)
+            except ValueError as exc:  # another generation: the sync loop swaps models
+                log.info("publication of %s skipped: %s", model.name, exc)
+                return
+        model.sync_pins(self.store)
+        model.notify()
+
+    def release_all(self) -> None:
+        """Clean shutdown: give every lease up, so that survivors take over at once."""
+        for model in list(self._models.values()):
+            token = model.token
+            if token is not None:
+                self._demote(model, "shutting down")
+                self.store.release_lease(model.name, self.replica, token)
+        self.store.withdraw_replica(self.replica)
 
     # ------------------------------------------------------------------ background
     def sync_once(self) -> None:
@@ -1013,25 +1242,38 @@ class ModelHost:
             with self._lock:
                 self._retire(name)  # the new generation is loaded on the next round
             return
-        _, _, end = self.store.log_bounds(name)
         try:
+            self._place(model, now)
+            if not model.owned:
+                self._refresh(model)
+                return
+            _, _, end = self.store.log_bounds(name)
             if end > model.version:  # entries of other replicas: the lock only then
                 model.catch_up(self.store, None, self.metrics)
             else:
                 model.sync_pins(self.store)  # a pin set by another replica, no entry since
         except _STORE_TROUBLE:
             raise
+        except LeaseLost:
+            self._demote(model, "its lease was lost")
         except Exception as exc:
             with self._lock:
                 raise ModelQuarantined(self._quarantine_model(name, config, exc)) from exc
 
     def _maintain(self, model: HostedModel, now: float) -> None:
-        """Publish, checkpoint and export one model; learn its timed-out impressions."""
-        if model.feedback is not None:
-            self._sweep(model)
-        model.publish_if_stale()
-        if model.checkpoint_due(self.settings, now):
-            model.checkpoint(self.store, self.settings)
+        """Publish, checkpoint and export one model; learn its timed-out impressions
+        (the owner's work)."""
+        if model.owned:
+            if model.feedback is not None:
+                self._sweep(model)
+            model.publish_if_stale()
+            try:
+                if model.checkpoint_due(self.settings, now):
+                    model.checkpoint(self.store, self.settings)
+                elif self.scaled_out and model.version > model.published_version:
+                    model.checkpoint(self.store, self.settings, trim=False)
+            except LeaseLost:
+                self._demote(model, "its lease was lost")
         n_entries, _, _ = self.store.log_bounds(model.name)
         with model.lock:
             if not model.retired:
@@ -1062,7 +1304,8 @@ class ModelHost:
             self.metrics.request_auc.labels(model.name).set(model.request_auc.value)
 
     def checkpoint_all(self) -> None:
-        """Checkpoint every model with unsaved events (clean shutdown)."""
+        """Checkpoint every owned model with unsaved events (clean shutdown)."""
         for model in list(self._models.values()):
-            if model.version > model.checkpoint_version:
-                model.checkpoint(self.store, self.settings)
+            if model.owned and model.version > model.checkpoint_version:
+                with contextlib.suppress(LeaseLost):
+                    model.checkpoint(self.store, self.settings)

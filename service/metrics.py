@@ -147,6 +147,13 @@ class Metrics:
         self._candidates: dict[str, set[str]] = {}  # candidate labels set, per model
         self.models = Gauge("aucstream_models", "Models hosted", registry=r,
                             multiprocess_mode=_REPLICA)
+        self.replicas = Gauge(
+            "aucstream_replicas", "Live replicas (processes) sharing the store, as last "
+            "announced", registry=r, multiprocess_mode=_REPLICA)
+        self.owned_models = Gauge(
+            "aucstream_owned_models", "Models this process owns (learns, checkpoints and "
+            "publishes); the others it serves from their owners' publications", registry=r,
+            multiprocess_mode="livesum")
         self.quarantined = Gauge(
             "aucstream_quarantined_models", "Models that could not be recovered or applied "
             "(their requests answer 503; GET /models/{name} says why)", registry=r,

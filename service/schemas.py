@@ -299,6 +299,9 @@ class ModelInfo(BaseModel):
     standardize: bool
     created_at: float
     version: int | None = Field(description="events applied (null while quarantined)")
+    owner: str | None = Field(
+        None, description="the replica that learns the model (holds its lease; the others "
+        "serve its publications), as this replica last saw; null while none does")
     events: ClassCounts | None
     rolling_auc: float | None = Field(description="exact AUC over the last rolling_window events")
     rolling_window: int

@@ -40,6 +40,28 @@ class Settings(BaseSettings):
         0.2, ge=0, description="seconds between scoring-snapshot copies under load"
     )
 
+    # Scale-out: each model is learned by one owner replica (a lease in the store);
+    # the other replicas serve what the owner publishes.
+    replica_id: str | None = Field(
+        None, description="this replica's name; unset = the host name (with one worker) or "
+        "host:pid (with several)"
+    )
+    lease_ttl: float = Field(
+        3.0, gt=0, description="seconds an owner's lease lasts unless renewed; a replica "
+        "killed hard gives its models up this long after its last renewal"
+    )
+    max_staleness: float = Field(
+        1.0, gt=0, description="seconds a follower's scores may lag its owner's at most"
+    )
+    publish_interval: float = Field(
+        0.1, gt=0, description="seconds between an owner's publications of a changing "
+        "model to its followers (a checkpoint)"
+    )
+    follow_interval: float = Field(
+        0.02, gt=0, description="seconds between looks for new log entries (owners) and "
+        "publications (followers) while there are several replicas"
+    )
+
     # Request limits.
     max_events_per_request: int = Field(10_000, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="bytes")

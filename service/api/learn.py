@@ -135,7 +135,8 @@ def _largest_value(event: Event) -> tuple[Any, ...]:
     "/learn", response_model=LearnResponse, dependencies=[WriteAuth],
     openapi_extra=json_body(LearnRequest),
     responses={202: {"model": LearnResponse,
-                     "description": "durable, not yet applied by this replica"},
+                     "description": "durable, not yet applied (by the model's owner, and "
+                                    "published to this replica if it follows the model)"},
                401: {"model": ErrorBody}, 404: {"model": ErrorBody},
                413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody},
                504: {"model": ErrorBody}},

@@ -1,0 +1,188 @@
+"""Scale-out: one owner learns each model, the other replicas serve its publications.
+
+Replicas here are apps (real HTTP through TestClient, real background threads) or model
+hosts driven by hand, on one store of the test's backend (SQLite file or Redis server).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from aucstream.service.encoding import EncodedBatch
+from aucstream.service.hosting import ModelHost
+from aucstream.service.metrics import Metrics
+from aucstream.service.ownership import preferred_owner
+from aucstream.service.store import open_store
+from aucstream.service.store.base import LeaseLost
+from tests.service.test_api import metrics_of
+
+
+def _spec(name: str) -> dict:
+    return {"name": name, "learner": "cbr_diag_fifo", "features": {"kind": "dense", "dim": 3}}
+
+
+def _events(n: int, seed: int, tag: str) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = (X[:, 0] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    return [{"x": X[i].tolist(), "label": int(y[i]), "id": f"{tag}-{i}"} for i in range(n)]
+
+
+def _until(check, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# names whose preferred owner differs between replicas "a" and "b"
+NAMES = [f"m{i}" for i in range(40)]
+A_NAMES = [n for n in NAMES if preferred_owner(n, ["a", "b"]) == "a"][:2]
+B_NAMES = [n for n in NAMES if preferred_owner(n, ["a", "b"]) == "b"][:2]
+
+
+def test_each_model_has_one_owner_and_followers_serve_what_it_learned(app_client):
+    a = app_client(replica_id="a")
+    b = app_client(replica_id="b")
+    for name in A_NAMES + B_NAMES:
+        assert a.post("/models", json=_spec(name)).status_code == 201
+    # each model goes to its preferred replica, and both agree who that is
+    for name in A_NAMES + B_NAMES:
+        want = "a" if name in A_NAMES else "b"
+        _until(lambda n=name, w=want: a.get(f"/models/{n}").json()["owner"] == w
+               and b.get(f"/models/{n}").json()["owner"] == w)
+    assert metrics_of(a)[("aucstream_owned_models", ())] == len(A_NAMES)
+    assert metrics_of(b)[("aucstream_owned_models", ())] == len(B_NAMES)
+    assert metrics_of(a)[("aucstream_replicas", ())] == 2
+    # learn on the follower: the acknowledgement means the owner applied it, and a score
+    # on the acknowledging replica right after sees at least that version
+    name = A_NAMES[0]
+    probe = {"model": name, "items": [{"x": [1.0, 0.0, 0.0]}, {"x": [-1.0, 0.0, 0.0]}]}
+    for k in range(5):
+        r = b.post("/learn", json={"model": name, "events": _events(40, k, f"b{k}")})
+        assert r.status_code == 200, r.text  # 202 would be "durable, not applied yet"
+        version = r.json()["version"]
+        s = b.post("/score", json=probe).json()
+        assert s["version"] >= version
+    # the owner learned every event once; the follower never applied a batch itself
+    info_a, info_b = a.get(f"/models/{name}").json(), _until(
+        lambda: (i := b.get(f"/models/{name}").json())["version"] == 200 and i)
+    assert info_a["version"] == 200 and info_a["events"] == info_b["events"]
+    assert a.post("/score", json=probe).json()["scores"] == b.post("/score",
+                                                                  json=probe).json()["scores"]
+    # counters: the follower's requests brought 200 events, counted there (once)
+    learned = sum(v for (n, labels), v in metrics_of(b).items()
+                  if n == "aucstream_events_learned_total" and ("model", name) in labels)
+    assert learned == 200
+    learned_a = sum(v for (n, labels), v in metrics_of(a).items()
+                    if n == "aucstream_events_learned_total" and ("model", name) in labels)
+    assert learned_a == 0
+
+
+def test_a_clean_shutdown_hands_the_models_over_at_once(app_client):
+    a = app_client(replica_id="a")
+    b = app_client(replica_id="b")
+    name = A_NAMES[0]
+    assert a.post("/models", json=_spec(name)).status_code == 201
+    _until(lambda: b.get(f"/models/{name}").json()["owner"] == "a")
+    assert a.post("/learn", json={"model": name, "events": _events(50, 1, "x")}).status_code \
+        == 200
+    a.__exit__(None, None, None)  # releases its leases and withdraws
+    _until(lambda: b.get(f"/models/{name}").json()["owner"] == "b", timeout=5.0)
+    r = b.post("/learn", json={"model": name, "events": _events(50, 2, "y")})
+    assert r.status_code == 200 and r.json()["version"] == 100
+
+
+# ----------------------------------------------------------------- hosts by hand
+def _host(settings_for, replica: str, **overrides) -> ModelHost:
+    s = settings_for(replica_id=replica, **overrides)
+    store = open_store(s.redis_url, s.data_dir, prefix=s.redis_prefix)
+    host = ModelHost(store, s, Metrics())
+    host.recover()
+    return host
+
+
+def _config(name: str) -> dict:
+    return {"name": name, "learner": "cbr_diag_fifo", "params": {},
+            "features": {"kind": "dense", "dim": 3}, "seed": 0, "standardize": False,
+            "rolling_window": 100, "created_at": 0.0, "uid": name, "feedback": None}
+
+
+def _batch(n: int, seed: int) -> tuple[EncodedBatch, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = np.where(X[:, 0] > 0, 1, -1).astype(np.int8)
+    return EncodedBatch(n=n, X=X), y
+
+
+def test_a_killed_owner_is_replaced_after_its_lease_and_nothing_is_lost(settings_for):
+    ttl = 0.5
+    a = _host(settings_for, "a", lease_ttl=ttl)
+    b = _host(settings_for, "b", lease_ttl=ttl)
+    for h in (a, b):
+        h.keep_leases()  # both announce
+    name = A_NAMES[0]
+    model_a = a.create(_config(name))
+    b.sync_once()
+    model_b = b.get(name)
+    assert model_a.owned and not model_b.owned and model_b.owner == "a"
+    acked = 0
+    for k in range(4):
+        batch, y = _batch(30, k)
+        _accepted, _, version, applied = a.append_and_apply(model_a, batch, y,
+                                                           [f"{k}-{i}" for i in range(30)])
+        assert applied
+        acked = version
+    # "kill -9" of a: it stops renewing, publishing and following, mid-stream; b follows
+    # whatever a published, then takes the model over once a's lease and announcement
+    # have lapsed, from checkpoint + log
+    a.follow_once()
+    died = time.monotonic()
+    _until(lambda: (b.keep_leases(), b.sync_once(), model_b.owned)[-1], timeout=10 * ttl)
+    took = time.monotonic() - died
+    assert took <= 2 * ttl + 0.5
+    assert model_b.version == acked
+    # the survivor holds exactly what a replay of the whole log gives
+    replay = _host(settings_for, "replay")
+    fresh = replay._new_model(model_b.config)
+    fresh.catch_up(replay.store, None, None)
+    probe, _ = _batch(20, 99)
+    np.testing.assert_array_equal(model_b.snapshot.score(probe), fresh.snapshot.score(probe))
+    # the stale owner wakes up: its fenced writes are refused, and it steps down
+    with pytest.raises(LeaseLost):
+        model_a.checkpoint(a.store, a.settings, trim=False)
+    a.keep_leases()
+    assert not model_a.owned
+    # learning on a (now a follower) is acknowledged once b applied and published it
+    stop = threading.Event()
+
+    def follow() -> None:
+        last = 0.0
+        while not stop.is_set():  # both replicas' background loops, as the app runs them
+            if time.monotonic() - last >= ttl / 3:
+                a.keep_leases()
+                b.keep_leases()
+                last = time.monotonic()
+            b.follow_once()
+            a.follow_once()
+            time.sleep(0.01)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    try:
+        batch, y = _batch(30, 50)
+        _, _, version, applied = a.append_and_apply(model_a, batch, y,
+                                                    [f"late-{i}" for i in range(30)])
+        assert applied and version == acked + 30 and model_a.version >= version
+    finally:
+        stop.set()
+        t.join()
+    for h in (a, b, replay):
+        h.store.close()
