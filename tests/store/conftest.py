@@ -9,17 +9,7 @@ from pathlib import Path
 import pytest
 
 from aucstream.service.store import SqliteStore, Store
-from tests.redis_servers import RedisCluster, fast_redis_store
-
-
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
-    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
+from tests.redis_servers import fast_redis_store
 
 
 @pytest.fixture(params=["sqlite", "sqlite-nojson", "redis", "redis-cluster"])
