@@ -11,8 +11,10 @@ first, then ``pairs`` partners from the opposite one, t counting pairs) and defa
 - The Nyström learners use the shared k-means++ map of ``models._nystrom`` (fitted on a
   warm-up window, frozen, the window replayed), through :class:`NystromSAM`, which
   ``models.nsauc`` (seed 002's Algorithm 3, the same iteration as NASAM) shares.
-- FASAM maps with cos + phase random Fourier features, the map of FBAM
-  (``models.batch``), its bandwidth fixed from a warm-up window (see :class:`FASAM`).
+- FASAM maps with cos + phase random Fourier features, FBAM's map (``models.batch``):
+  its draws, and its bits through :func:`fourier_features` (this module's one numba
+  kernel, a faster form of FBAM's ``rff_map`` call that FBAM could share), the bandwidth
+  fixed from a warm-up window or given (see :class:`FASAM`).
 
 O(m·d + m·r) per event to map it with Nyström (m landmarks, rank r), O(m·d) with Fourier
 features (m features), then O(r) or O(m) per pair.
