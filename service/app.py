@@ -32,6 +32,7 @@ from .hosting import (
     ModelQuarantined,
     TooManyModels,
 )
+from .ingest import IngestSupervisor
 from .logs import AccessLog, configure_logging, new_request_id, request_id_var
 from .metrics import Metrics, process_exited
 from .schemas import LearnRequest, ScoreRequest
@@ -351,6 +352,9 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         follower = _Periodic(host, "follow", settings.follow_interval, host.follow_once)
         keeper.start()
         follower.start()
+        ingest = IngestSupervisor(host, settings, metrics)
+        ingesting = _Periodic(host, "ingest", 0.25, ingest.step)
+        ingesting.start()
         # Compiling (or loading from numba's cache) every learner's kernels: /readyz waits
         # for it, so that no request after ready pays for a compile. Once per process.
         threading.Thread(target=_warm_up_quietly, name="aucstream-warmup", daemon=True).start()
@@ -360,6 +364,8 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             yield
         finally:
             access_log.flush()
+            ingesting.stop()
+            ingest.stop()
             follower.stop()
             loop.stop()
             try:

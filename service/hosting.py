@@ -204,7 +204,8 @@ def _sparse_learners() -> list[str]:
 
 def build_config(name: str, learner: str, params: dict[str, Any], features: dict[str, Any],
                  seed: int, standardize: bool, rolling_window: int,
-                 feedback: dict[str, Any] | None = None) -> dict[str, Any]:
+                 feedback: dict[str, Any] | None = None,
+                 ingest: dict[str, Any] | None = None) -> dict[str, Any]:
     """A validated, complete model config; raises :class:`ModelConfigError`."""
     if learner not in models.available():
         raise ModelConfigError(
@@ -234,6 +235,7 @@ def build_config(name: str, learner: str, params: dict[str, Any], features: dict
         "standardize": standardize,
         "rolling_window": rolling_window,
         "feedback": None if feedback is None else dict(feedback),
+        "ingest": None if ingest is None else dict(ingest),
         "created_at": time.time(),
         "uid": uuid.uuid4().hex,
     }
@@ -678,6 +680,7 @@ class HostedModel:
             "events": {"negative": neg, "positive": pos},
             "rolling_auc": None if np.isnan(auc) else auc,
             "rolling_window": self.rolling.window,
+            "ingest": cfg.get("ingest"),
             "feedback": None if self.feedback is None else {
                 **cfg["feedback"], "impressions": dict(self.impressions),
                 "served_auc": _defined(self.served_auc.value),

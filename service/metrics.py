@@ -154,6 +154,17 @@ class Metrics:
             "aucstream_owned_models", "Models this process owns (learns, checkpoints and "
             "publishes); the others it serves from their owners' publications", registry=r,
             multiprocess_mode="livesum")
+        self.ingest_entries = Counter(
+            "aucstream_ingest_entries", "Stream entries this process's ingesters handled, "
+            "by outcome (learned, or dead_letter: kept on the dead-letter stream with their "
+            "error)", ["model", "outcome"], registry=r)
+        self.ingest_events = Counter(
+            "aucstream_ingest_events", "Events learned from stream entries by this process's "
+            "ingesters (duplicates by id excluded)", ["model"], registry=r)
+        self.ingest_lag = Gauge(
+            "aucstream_ingest_lag", "Entries of a model's stream not yet delivered to its "
+            "consumer group, as its owner last read", ["model"], registry=r,
+            multiprocess_mode=_REPLICA)
         self.quarantined = Gauge(
             "aucstream_quarantined_models", "Models that could not be recovered or applied "
             "(their requests answer 503; GET /models/{name} says why)", registry=r,
@@ -173,7 +184,8 @@ class Metrics:
                        self.duplicates, self.refused, self.promotions,
                        self.serving_candidate, self.impressions_kept, self.labels_joined,
                        self.labels_unmatched, self.timeout_negatives, self.label_delay,
-                       self.served_auc, self.request_auc):
+                       self.served_auc, self.request_auc, self.ingest_events,
+                       self.ingest_lag):
             with contextlib.suppress(KeyError):
                 metric.remove(model)
         for candidate in self._candidates.pop(model, ()):
@@ -182,6 +194,9 @@ class Metrics:
         for status in ("pending", "labelled", "timing_out", "timed_out"):
             with contextlib.suppress(KeyError):
                 self.impressions.remove(model, status)
+        for outcome in ("learned", "dead_letter"):
+            with contextlib.suppress(KeyError):
+                self.ingest_entries.remove(model, outcome)
         for label in ("negative", "positive"):
             for metric in (self.events_learned, self.buffer_fill):
                 with contextlib.suppress(KeyError):

@@ -122,6 +122,23 @@ class FeedbackSpec(BaseModel):
         return self
 
 
+class IngestSpec(BaseModel):
+    """Events fed from a Redis stream (Redis store only), by the model's owner."""
+
+    model_config = _Strict
+    redis_stream: str = Field(min_length=1, max_length=512, description="the stream's key; "
+                              "each entry's field 'events' holds a JSON array shaped like "
+                              "/learn's events (give ids: they make redelivery safe)")
+    group: str = Field("aucstream", min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$",
+                       description="the consumer group (created if missing)")
+    start: Literal["earliest", "latest"] = Field(
+        "earliest", description="where a new group starts: the stream's first entry, or "
+        "entries added from now on")
+    dead_letter: str | None = Field(
+        None, min_length=1, max_length=512, description="the stream that takes entries that "
+        "cannot be learned, with their error (default: the stream's key + ':dead')")
+
+
 class CreateModelRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -157,6 +174,10 @@ class CreateModelRequest(BaseModel):
         None, description="delayed labels (the ad-click flow): /score keeps items that carry "
         "an 'id', /learn takes {id, label} for them, and unlabelled ones become negatives "
         "after negative_after_s")
+    ingest: IngestSpec | None = Field(
+        None, description="learn from a Redis stream too (Redis store only): the model's "
+        "owner reads it through a consumer group and acknowledges an entry once its events "
+        "are in the durable log; bad entries go to a dead-letter stream")
 
 
 # An event or item carries x or features, never both (the schema says so too).
@@ -305,6 +326,8 @@ class ModelInfo(BaseModel):
     events: ClassCounts | None
     rolling_auc: float | None = Field(description="exact AUC over the last rolling_window events")
     rolling_window: int
+    ingest: dict[str, Any] | None = Field(None, description="the stream it learns from, "
+                                          "and the ingestion's counts")
     feedback: dict[str, Any] | None = Field(None, description="the feedback configuration, "
                                             "and pending impressions by status")
     calibration: CalibrationInfo | None = Field(

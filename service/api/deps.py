@@ -7,13 +7,16 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ..hosting import ModelHost
+from ..parsing import BodyValidationError, PayloadTooLarge, check_count, validate_json
 from ..settings import Settings
 
 __all__ = [
+    "BodyValidationError",
     "HostDep",
+    "PayloadTooLarge",
     "ReadAuth",
     "SettingsDep",
     "WriteAuth",
@@ -101,18 +104,6 @@ ReadAuth = Depends(require_read)
 WriteAuth = Depends(require_write)
 
 
-class PayloadTooLarge(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def check_count(n: int, noun: str, limit: int) -> None:
-    """Refuse (413) a request carrying more than ``limit`` events or items."""
-    if n > limit:
-        raise PayloadTooLarge(f"{n} {noun} exceed the limit of {limit} per request.")
-
-
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing more than ``limit`` bytes (413) before reading them all.
 
@@ -130,20 +121,6 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise PayloadTooLarge(f"Request body exceeds the limit of {limit} bytes.")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def validate_json(body: bytes, model: type[M]) -> M:
-    """``body`` validated as ``model``; a 422 naming every bad field otherwise."""
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as exc:
-        raise BodyValidationError(exc) from None
-
-
-class BodyValidationError(Exception):
-    def __init__(self, exc: ValidationError) -> None:
-        super().__init__(str(exc))
-        self.errors = exc.errors(include_url=False)
 
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:

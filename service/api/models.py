@@ -56,7 +56,11 @@ async def create_model(req: CreateModelRequest, host: HostDep, settings: Setting
         req.name, learner, params, req.features.model_dump(exclude_none=True), req.seed,
         req.standardize, req.rolling_window or settings.rolling_auc_window,
         None if req.feedback is None else req.feedback.model_dump(),
+        None if req.ingest is None else req.ingest.model_dump(),
     )
+    if req.ingest is not None and settings.redis_url is None:
+        raise ModelConfigError(("ingest",), "stream ingestion reads a Redis stream: it needs "
+                               "the Redis store (AUCSTREAM_REDIS_URL)")
     model = await run_in_threadpool(host.create, config)
     return model.info()
 

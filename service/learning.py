@@ -1,0 +1,123 @@
+"""Learning from a /learn-shaped body: parse (the numba fast path, else pydantic with
+every error worded), join labels by id, append durably, apply. Used by POST /learn and
+by the stream ingester."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import numpy as np
+
+from . import fastjson
+from .encoding import EncodedBatch, EncodingError
+from .feedback import check_label_only, join_labels, merge_events
+from .hosting import EntryRefused, HostedModel, ModelHost
+from .parsing import check_count, validate_json
+from .schemas import MODEL_NAME, Event, LearnRequest, LearnResponse
+from .settings import Settings
+
+__all__ = ["learn_body"]
+
+_NAME = re.compile(MODEL_NAME)
+
+
+def learn_body(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnResponse, bool]:
+    """The response, and whether the events were applied (else durable only: 202)."""
+    started = time.perf_counter()
+    name = fastjson.model_name(body)
+    fast = None
+    if name is not None and _NAME.match(name):
+        model = host.find(name)  # unknown: the regular path validates first, then 404s
+        fast = model and fastjson.parse_learn(body, model.config["features"],
+                                              settings.max_events_per_request,
+                                              settings.max_feature_value)
+    order: list[int] | None = None  # the event index of each row, when not the identity
+    unmatched: list[str] | None = None
+    served: list[tuple[float, int]] = []  # (score served, label) of labels joined by id
+    joined_labels: list[tuple[str, int]] = []  # (item id, label) of those, not late
+    late = 0
+    if fast is not None:
+        batch, y, ids = fast.batch, fast.labels, fast.ids
+        if model.feedback is not None:
+            unmatched = []
+    else:  # the regular path: full validation, every error worded
+        req = validate_json(body, LearnRequest)
+        check_count(len(req.events), "events", settings.max_events_per_request)
+        model = host.get(req.model)
+        if model.feedback is not None:
+            unmatched = []
+        label_only = check_label_only(req.events, model.feedback is not None)
+        if label_only:
+            batch, y, ids, order, unmatched, late, served, joined_labels = _join(
+                host, model, req.events, label_only)
+        else:
+            batch = model.encoder.encode(req.events)
+            y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))
+            ids = [e.id for e in req.events]
+    if batch.n == 0:  # every event was a label that joined nothing, or a late duplicate
+        return LearnResponse(accepted=0, duplicates=late, version=model.version,
+                             unmatched=unmatched), True
+    try:
+        accepted, dups, version, applied = host.append_and_apply(model, batch, y, ids)
+    except EntryRefused as exc:
+        index = exc.event if order is None else order[exc.event]
+        event = validate_json(body, LearnRequest).events[index]
+        raise EncodingError(("events", index, *_largest_value(event)), exc.message) from None
+    if served:
+        model.record_served(*zip(*served, strict=True))
+    if joined_labels:
+        model.request_auc.labelled(*zip(*joined_labels, strict=True))
+    host.metrics.learn_latency.labels(model.name).observe(time.perf_counter() - started)
+    return LearnResponse(accepted=accepted, duplicates=dups + late, version=version,
+                         unmatched=unmatched), applied
+
+
+def _join(host: ModelHost, model: HostedModel, events: list[Event], label_only: list[int],
+          ) -> tuple[EncodedBatch, np.ndarray, list[str | None], list[int], list[str], int,
+                     list[tuple[float, int]], list[tuple[str, int]]]:
+    """A request with labels by id: the batch of its events in request order (full events
+    encoded, labels joined with their kept items), labels, event ids, the event index of
+    each row, the unmatched ids, the late duplicates, the (served score, label) pairs and
+    the (item id, label) pairs of the joins in time."""
+    skip = set(label_only)
+    full = [i for i in range(len(events)) if i not in skip]
+    encoded = None
+    if full:
+        try:
+            encoded = model.encoder.encode([events[i] for i in full])
+        except EncodingError as exc:  # name the event by its index in the request
+            loc = exc.loc
+            if len(loc) > 1 and isinstance(loc[1], int):
+                loc = (loc[0], full[loc[1]], *loc[2:])
+            raise EncodingError(loc, exc.msg) from None
+    joined = join_labels(host.store, model.name,
+                         [(i, str(events[i].id), events[i].label) for i in label_only])
+    batch, order = merge_events(encoded, full, joined, len(events), model.encoder.n_features)
+    y = np.fromiter((events[i].label for i in order), np.int8, len(order))
+    ids = [joined.event_ids.get(i, events[i].id) for i in order]
+    m = host.metrics
+    if joined.rows:
+        m.labels_joined.labels(model.name).inc(len(joined.rows))
+        for delay in joined.delays:
+            m.label_delay.labels(model.name).observe(delay)
+    if joined.unmatched:
+        m.labels_unmatched.labels(model.name).inc(len(joined.unmatched))
+    return (batch, y, ids, order, joined.unmatched, joined.late_duplicates, joined.served,
+            joined.labels)
+
+
+def _largest_value(event: Event) -> tuple[Any, ...]:
+    """Where an event's largest |value| is (``("x", j)``, ``("features", name)`` or
+    ``("features", namespace, name)``): the likeliest culprit of an overflow."""
+    if event.x is not None:
+        j = int(np.argmax(np.abs(np.asarray(event.x, dtype=float)))) if event.x else 0
+        return ("x", j)
+    best: tuple[float, tuple[Any, ...]] = (-1.0, ("features",))
+    for key, value in (event.features or {}).items():
+        inner = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, v in inner:
+            if type(v) in (int, float) and abs(v) > best[0]:
+                best = (abs(v), ("features", key) if sub is None else ("features", key, sub))
+    return best[1]

@@ -1,0 +1,134 @@
+"""Ingestion from Redis Streams: a model fed by its owner through a consumer group.
+
+Real Redis (a single server, and the 3-master cluster), real apps; entries are written
+with redis-py as a producer would.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+import redis
+
+from tests.service.test_api import dense_events, metrics_of
+
+
+def _until(check, timeout: float = 20.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.05)
+
+
+def _producer(url: str):
+    if url.startswith("redis+cluster://"):
+        return redis.RedisCluster.from_url("redis://" + url.partition("://")[2])
+    return redis.Redis.from_url(url)
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def backend(request):
+    name = "redis_server" if request.param == "redis" else "redis_cluster"
+    return request.getfixturevalue(name).url
+
+
+def _spec(name: str, stream: str, **ingest) -> dict:
+    return {"name": name, "learner": "cbr_fifo", "features": {"kind": "dense", "dim": 5},
+            "ingest": {"redis_stream": stream, **ingest}}
+
+
+def test_a_stream_fed_model_learns_every_entry_once_and_dead_letters_the_bad(
+        backend, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from aucstream.service.app import create_app
+    from aucstream.service.settings import Settings
+    from tests.service.conftest import wait_ready
+
+    prefix = f"i{uuid.uuid4().hex[:8]}"
+    stream = f"{prefix}-events"
+    settings = Settings(redis_url=backend, redis_prefix=prefix, data_dir=tmp_path,
+                        sync_interval=0.05, checkpoint_interval=3600.0)
+    r = _producer(backend)
+    good = [dense_events(20, seed=k, start=20 * k) for k in range(10)]
+    # entries before the model exists: the group starts at the stream's first entry
+    for batch in good[:3]:
+        r.xadd(stream, {"events": json.dumps(batch)})
+    with TestClient(create_app(settings)) as client:
+        wait_ready(client)
+        resp = client.post("/models", json=_spec("s", stream))
+        assert resp.status_code == 201, resp.text
+        assert client.post("/models", json={**_spec("other", f"{stream}-2")}).status_code == 201
+        assert resp.json()["ingest"]["redis_stream"] == stream
+        bad = {
+            "no events field": {"payload": "x"},
+            "not JSON": {"events": "[{"},
+            "a bad event": {"events": json.dumps([{"x": [1.0, 2.0], "label": 1}])},
+            "another model named": {"events": '[], "model": "other", "events": []'},
+            "a poison event": {"events": json.dumps([{"x": [1e300, -1e300, 1e300, 0, 0],
+                                                      "label": 1, "id": "p0"}])},
+        }
+        for k, batch in enumerate(good[3:]):
+            r.xadd(stream, {"events": json.dumps(batch)})
+            if k < len(bad):
+                r.xadd(stream, list(bad.values())[k])
+        # a producer's retry: the same events again, in a new entry
+        r.xadd(stream, {"events": json.dumps(good[4])})
+        total = 20 * len(good)
+        _until(lambda: client.get("/models/s").json()["version"] == total, what="learned")
+        dead = _until(lambda: (d := r.xrange(f"{stream}:dead")) and len(d) == len(bad) and d,
+                      what="dead letters")
+        errors = [fields[b"error"].decode() for _, fields in dead]
+        assert "no field 'events'" in errors[0]
+        assert all(fields[b"stream"].decode() == stream for _, fields in dead)
+        # every entry acknowledged; the other model untouched
+        _until(lambda: r.xpending(stream, "aucstream")["pending"] == 0, what="acknowledged")
+        assert client.get("/models/other").json()["version"] == 0
+        m = metrics_of(client)
+        assert m[("aucstream_ingest_entries_total", (("model", "s"), ("outcome", "learned")))] \
+            == len(good) + 1
+        assert m[("aucstream_ingest_entries_total",
+                  (("model", "s"), ("outcome", "dead_letter")))] == len(bad)
+        assert m[("aucstream_ingest_events_total", (("model", "s"),))] == total
+        assert client.get("/models/s").json()["version"] == total  # the retry: duplicates
+    r.close()
+
+
+def test_entries_a_dead_owner_read_are_learned_by_the_next(backend, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from aucstream.service.app import create_app
+    from aucstream.service.settings import Settings
+    from tests.service.conftest import wait_ready
+
+    prefix = f"i{uuid.uuid4().hex[:8]}"
+    stream = f"{prefix}-events"
+    r = _producer(backend)
+    r.xgroup_create(stream, "g", id="0", mkstream=True)
+    for k in range(4):
+        r.xadd(stream, {"events": json.dumps(dense_events(10, seed=k, start=10 * k))})
+    # a previous owner read every entry and died before acknowledging any
+    assert len(r.xreadgroup("g", "dead-replica", {stream: ">"})[0][1]) == 4
+    settings = Settings(redis_url=backend, redis_prefix=prefix, data_dir=tmp_path,
+                        sync_interval=0.05, checkpoint_interval=3600.0)
+    with TestClient(create_app(settings)) as client:
+        wait_ready(client)
+        assert client.post("/models", json=_spec("s", stream, group="g")).status_code == 201
+        _until(lambda: client.get("/models/s").json()["version"] == 40, what="claimed")
+        _until(lambda: r.xpending(stream, "g")["pending"] == 0, what="acknowledged")
+    r.close()
+
+
+def test_ingestion_needs_the_redis_store(client):
+    resp = client.post("/models", json=_spec("s", "events"))
+    if client.app.state.host.store.__class__.__name__ == "RedisStore":
+        assert resp.status_code == 201
+    else:
+        assert resp.status_code == 422
+        assert "Redis" in resp.json()["message"]
