@@ -32,6 +32,12 @@ reported (Δ): both sides computed the same thing.
 
 BLAS is limited to one thread (threadpoolctl) so that both sides use one core; the
 numba kernels are serial.
+
+The learners with a 16 000-event Nyström (or Fourier bandwidth) warm-up or periodic batch
+solves (``bench.throughput_warm.LEARNERS``: noam_seq, noam_gra, nsauc, nasam, npsam, fasam,
+rank_svm, fbam, nbam, nbauc) are measured by ``bench/throughput_warm.py`` instead, on a
+longer dense stream, with oracles given the warm state, into their own section of
+RESULTS.md.
 """
 
 from __future__ import annotations
@@ -619,12 +625,13 @@ def section(rows: list[Row], streams: dict[str, Stream], cfg: Config, command: s
     return "\n".join(lines)
 
 
-def write_results(text: str, path: Path = RESULTS) -> None:
-    """Replace this section of RESULTS.md (up to the next ``## `` heading) or append it."""
+def write_results(text: str, path: Path = RESULTS, heading: str = SECTION) -> None:
+    """Replace the section ``heading`` of RESULTS.md (up to the next ``## `` heading) or
+    append it."""
     old = path.read_text() if path.exists() else "# aucstream benchmark results\n"
     lines = old.splitlines()
     try:
-        start = lines.index(SECTION)
+        start = lines.index(heading)
     except ValueError:
         new = old.rstrip("\n") + "\n\n" + text
     else:
@@ -685,6 +692,13 @@ def main(argv: list[str] | None = None) -> list[Row]:
     unknown = sorted(set(names) - set(models.available()))
     if unknown:
         raise SystemExit(f"unknown learners: {', '.join(unknown)}")
+    # issue 13's Nyström and batch learners: a long warm-up, whole solve periods
+    # (bench/throughput_warm.py, its own section of RESULTS.md; dense stream only)
+    from bench import throughput_warm
+
+    warm_names = [n for n in names if n in throughput_warm.LEARNERS and "dense" in args.streams]
+    names = [n for n in names if n not in throughput_warm.LEARNERS]
+    warm_rows: list = []
     warm = {"dense": 1000 if quick else 2000, "sparse": 2000 if quick else 4000}
     streams: dict[str, Stream] = {}
     rows: list[Row] = []
@@ -707,18 +721,28 @@ def main(argv: list[str] | None = None) -> list[Row]:
                           f"({r.oracle_events} events), ratio {_ratio(r.ratio)}, score "
                           f"{_si(median(r.score_rates))} rows/s, first call "
                           f"{r.first_call:.2g} s, Δ {r.delta:.1e}", flush=True)
+            if warm_names:
+                warm_rows, solvers, warm_stream = throughput_warm.run(warm_names, cfg, quick)
     finally:
         if tmp is not None:
             tmp.cleanup()
     command = "python -m bench.throughput" + "".join(
         " " + shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    text = section(rows, streams, cfg, command, cold)
-    print()
-    print(text)
-    if args.write:
-        write_results(text)
-        print(f"wrote {RESULTS}")
-    return rows
+    if rows:
+        text = section(rows, streams, cfg, command, cold)
+        print()
+        print(text)
+        if args.write:
+            write_results(text)
+            print(f"wrote {RESULTS}")
+    if warm_rows:
+        text = throughput_warm.section(warm_rows, solvers, warm_stream, cfg, command, cold)
+        print()
+        print(text)
+        if args.write:
+            write_results(text, heading=throughput_warm.SECTION)
+            print(f"wrote {RESULTS} ({throughput_warm.SECTION[3:]})")
+    return rows + warm_rows
 
 
 if __name__ == "__main__":
