@@ -21,7 +21,9 @@ import logging
 import threading
 import time
 
-from . import fastjson
+import numpy as np
+from numba import njit
+
 from .encoding import EncodingError
 from .hosting import HostedModel, ModelHost, ModelQuarantined
 from .learning import learn_body
@@ -37,6 +39,9 @@ __all__ = ["IngestSupervisor", "StreamIngester"]
 log = logging.getLogger("aucstream.ingest")
 
 ENTRIES_PER_READ = 64
+# Events learned in one append when entries are combined (a read's entries go to the log
+# as one entry: one durable write, not one per stream entry).
+COMBINED_MAX_EVENTS = 50_000
 BLOCK_MS = 100  # a read waits this long for new entries (bounds the reaction to a stop)
 HOUSEKEEPING_S = 1.0  # seconds between claims of stale entries and lag readings
 _RETRY_S = 0.5  # pause after store trouble before reading this consumer's pending entries
@@ -62,6 +67,9 @@ class StreamIngester:
                                        host.replica)
         self.dead_key = spec.get("dead_letter") or f"{spec['redis_stream']}:dead"
         self._suffix = b',"model":' + json.dumps(model.name).encode() + b"}"
+        self._combined_settings = settings.model_copy(update={
+            "max_events_per_request": max(settings.max_events_per_request,
+                                          COMBINED_MAX_EVENTS)})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"aucstream-ingest-{model.name}")
@@ -120,8 +128,39 @@ class StreamIngester:
 
     # ------------------------------------------------------------------ entries
     def process(self, entries: list[StreamEntry]) -> int:
-        """Learn or dead-letter each entry in order, acknowledging those done; returns how
-        many were handled. Store trouble propagates; the entries after it stay pending."""
+        """Learn a read's entries, as one append when they are all good (the common case),
+        else each on its own (dead-lettering the bad ones); acknowledge those done and
+        return how many were handled. Store trouble propagates; what was not acknowledged
+        stays pending."""
+        if len(entries) > 1 and self._combined(entries):
+            return len(entries)
+        return self._one_by_one(entries)
+
+    def _combined(self, entries: list[StreamEntry]) -> bool:
+        """All entries' events in one /learn body, if each is one JSON array: learned and
+        acknowledged (True), or nothing learned because some event is bad (False)."""
+        parts = []
+        for _, fields in entries:
+            raw = fields.get(b"events")
+            if raw is None or not is_one_array(raw):
+                return False
+            inner = raw.strip()[1:-1].strip()
+            if inner:
+                parts.append(inner)
+        if not parts:
+            return False
+        body = b'{"events":[' + b",".join(parts) + b"]" + self._suffix
+        try:
+            out, _ = learn_body(body, self.host, self._combined_settings)
+        except (BodyValidationError, EncodingError, PayloadTooLarge):
+            return False  # one by one finds and dead-letters the bad entry
+        name = self.model.name
+        self.consumer.ack([entry_id for entry_id, _ in entries])
+        self.metrics.ingest_entries.labels(name, "learned").inc(len(entries))
+        self.metrics.ingest_events.labels(name).inc(out.accepted)
+        return True
+
+    def _one_by_one(self, entries: list[StreamEntry]) -> int:
         done: list[str] = []
         name = self.model.name
         try:
@@ -146,13 +185,53 @@ class StreamIngester:
     def _learn(self, raw: bytes | None) -> int:
         if raw is None:
             raise _BadEntry("the entry has no field 'events'")
-        body = b'{"events":' + raw + self._suffix
-        # the body names this model once, last: 'events' that closes its array early to
-        # name another model is caught here (the fast path reads the first name)
-        if fastjson.model_name(body) not in (self.model.name, None):
+        if not is_one_array(raw):
             raise _BadEntry("'events' must be one JSON array of events")
+        body = b'{"events":' + raw + self._suffix
         out, _ = learn_body(body, self.host, self.settings)
         return out.accepted
+
+
+def is_one_array(raw: bytes) -> bool:
+    """Is ``raw`` one bracketed JSON array: '[' first, its matching ']' last (strings and
+    escapes respected)? Then no entry can close its array early to add keys to the body
+    (e.g. name another model), nor join a neighbour's text when entries are combined;
+    what is inside is left to the parser."""
+    return _one_array(np.frombuffer(raw, np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def _one_array(b):
+    n = b.shape[0]
+    i = 0
+    while i < n and (b[i] == 32 or b[i] == 9 or b[i] == 10 or b[i] == 13):
+        i += 1
+    if i == n or b[i] != 91:  # '['
+        return False
+    depth = 0
+    in_string = False
+    while i < n:
+        c = b[i]
+        if in_string:
+            if c == 92:  # backslash: skip the escaped byte
+                i += 1
+            elif c == 34:
+                in_string = False
+        elif c == 34:
+            in_string = True
+        elif c == 91 or c == 123:
+            depth += 1
+        elif c == 93 or c == 125:
+            depth -= 1
+            if depth == 0:
+                break
+        i += 1
+    if depth != 0 or i >= n or b[i] != 93:
+        return False
+    i += 1
+    while i < n and (b[i] == 32 or b[i] == 9 or b[i] == 10 or b[i] == 13):
+        i += 1
+    return i == n
 
 
 def _describe(exc: BaseException) -> str:

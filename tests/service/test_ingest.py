@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.service.test_api import dense_events, metrics_of
 
@@ -132,3 +134,20 @@ def test_ingestion_needs_the_redis_store(client):
     else:
         assert resp.status_code == 422
         assert "Redis" in resp.json()["message"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
+
+
+@given(st.lists(_JSON, max_size=4), st.integers(0, 200))
+def test_one_array_accepts_every_json_array_and_no_cut_or_joined_one(value, cut):
+    from aucstream.service.ingest import is_one_array
+
+    raw = json.dumps(value).encode()
+    assert is_one_array(raw) and is_one_array(b" \n" + raw + b" ")
+    if 0 < cut < len(raw):  # a cut array never passes (it could join a neighbour's text)
+        assert not is_one_array(raw[:cut])
+    assert not is_one_array(raw + b"," + raw)  # nor two arrays
+    assert not is_one_array(raw + b', "model": "other"')
