@@ -21,6 +21,7 @@ from . import adaoam as _adaoam  # noqa: F401
 from . import auto as _auto  # noqa: F401  (importing a family registers its learners)
 from . import batch as _batch  # noqa: F401
 from . import cbr as _cbr  # noqa: F401
+from . import logistic as _logistic  # noqa: F401
 from . import mba as _mba  # noqa: F401
 from . import noam_nystrom as _noam_nystrom  # noqa: F401
 from . import nsauc as _nsauc  # noqa: F401

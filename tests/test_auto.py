@@ -138,10 +138,11 @@ def test_the_built_in_set_follows_the_input_dimension():
     small = models.create("auto", n_features=20)
     assert [(c["learner"], c["params"].get("C")) for c in small.candidates] == [
         ("cbr_diag_fifo", 1e-4), ("cbr_diag_fifo", 1e-3), ("cbr_diag_fifo", 1e-2),
-        ("cbr_diag_fifo", 1e-1), ("solam", None)]
+        ("cbr_diag_fifo", 1e-1), ("solam", None), ("logistic_nag", None)]
     hashed = models.create("auto", n_features=1 << 18)
     assert hashed.accepts_sparse
-    assert [c["params"].get("C") for c in hashed.candidates] == [1e-4, 1e-3, 1e-2, None]
+    assert [c["params"].get("C") for c in hashed.candidates] == [1e-4, 1e-3, 1e-2, None,
+                                                                 None]
     assert [c["learner"] for c in hashed.candidates] == [
         c["learner"] for c in default_candidates(1 << 18)]
     # saved resolved: every candidate parameter explicit, storage made concrete
