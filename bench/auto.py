@@ -373,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.auto", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="100k ad-click events, small sets")
     p.add_argument("--adclick-events", type=int, default=None)
-    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--seeds", type=int, nargs="*", default=[1, 2],
+                   help="ad-click stream seeds (none: no ad-click stream)")
     p.add_argument("--datasets", nargs="*", default=None, help="default: every one ≥ 2,000 rows")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--defaults", action="store_true",

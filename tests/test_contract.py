@@ -520,10 +520,11 @@ def test_a_poison_row_is_refused_whole_and_the_learner_goes_on(name, storage, ve
         # tested with injected failures below; a poisoned warm-up window in
         # tests/test_nystrom.py).
         assert refused == 0
-    elif verb == "score_then_learn" or name not in ("foam", "oam_gra", "asam", "sam", "psam"):
-        # FOAM's features are cosines, and OAM_gra's and the SAM family's bounded steps
-        # keep w finite on a single huge row; their prequential scores of such a row
-        # overflow, so only score_then_learn fails.
+    elif verb == "score_then_learn" or name not in ("foam", "oam_gra", "asam", "sam", "psam",
+                                                    "fasam"):
+        # FOAM's and FASAM's features are cosines, and OAM_gra's and the SAM family's
+        # bounded steps keep w finite on a single huge row; their prequential scores of
+        # such a row overflow, so only score_then_learn fails.
         assert refused, "no poison row broke this learner"
     # the learner goes on exactly as a twin that never saw the poisons
     lrn.learn(batch, labels)
