@@ -1,0 +1,1101 @@
+"""The scale-out benchmark (issue 15): learn events/s with one and two replicas, score
+latency with followers serving, failover time after ``kill -9`` of an owner, and how stale
+a follower's scores are.
+
+Every replica is ``python -m aucstream.service.cli serve`` on loopback (one uvicorn
+worker, its own ``AUCSTREAM_REPLICA_ID``), all on one throw-away store: a ``redis-server``
+(AOF, ``appendfsync always``, :class:`loadtest.bench_service.RedisProcess`) and, for the
+failover and staleness runs, a 3-master Redis Cluster (``tests/redis_servers.py``). The
+load generator is :class:`loadtest.bench_service.Client` (aiohttp) in this process.
+
+1. **Learn throughput, four busy models** (``--learner``, hashed 2^20 ad-click events,
+   batches of 500, ``--clients-per-model`` concurrent clients each): total events/s of one
+   replica, then of two. The model names are chosen so that rendezvous placement gives
+   each of two replicas two of them. Two routings: *owner* (a client sends a model's
+   learns to its owner, as a router that knows the placement would) and *any* (each
+   request goes to the next replica in turn, as a load balancer without affinity: half of
+   them reach a follower, which appends and acknowledges once the owner's publication
+   covers the batch). Rows are *pinned* (CPU affinity of every thread, as ``taskset``:
+   see :func:`cpu_layout`) or *unpinned*; ``--rounds`` interleaves one- and two-replica
+   rows so that a change in the machine's other load hits both.
+2. **Score latency** at 16 clients, 100 candidates: one replica, then two (8 clients on
+   the owner, 8 on the follower).
+3. **Failover**: a fresh model per repetition, owned by one of two replicas; the owner is
+   killed with SIGKILL and a learn is sent to the survivor at once: the time until the
+   survivor reports itself the owner, and until it acknowledges (200) that learn.
+4. **Staleness**: a learn acknowledged by the owner at version v; then the follower's
+   ``/score`` is polled (every 5 ms) until it reports at least v. Idle (only the probes
+   learn) and under load (one client learning 500-event batches on the owner throughout).
+
+Progress goes to stderr, a markdown report to stdout; ``--write`` puts it into
+``bench/RESULTS.md`` between ``<!-- scaleout:start -->`` and ``<!-- scaleout:end -->``
+under "## Scale-out". This is a benchmark, not a test: nothing in the test suite runs it.
+
+    python -m loadtest.bench_scaleout                # everything (~20 min on 2 cores)
+    python -m loadtest.bench_scaleout --quick        # a smoke run (small sizes, no cluster)
+    python -m loadtest.bench_scaleout --only failover staleness --cluster
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import random
+import re
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aucstream.service.ownership import preferred_owner
+from loadtest.bench_service import (
+    Client,
+    LearnTally,
+    RedisProcess,
+    Scenario,
+    ServiceProcess,
+    code_version,
+    cpu_model,
+    create_model,
+    learn_bodies,
+    make_events,
+    markdown_table,
+    percentile,
+    proc_cpu_seconds,
+    say,
+    score_bodies,
+    self_cpu_seconds,
+    send_learns,
+    send_scores,
+    summarize,
+    write_marked,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "RESULTS.md"
+HEADING = "## Scale-out"
+START, END = "<!-- scaleout:start -->", "<!-- scaleout:end -->"
+TARGET_RATIO = 1.6  # two replicas' learn events/s over one's (issue 15)
+TARGET_SCORE_P99_MS = 10.0  # at 16 clients
+REPLICAS = ("r0", "r1")
+SCORE_CLIENTS = 16
+
+
+# ---------------------------------------------------------------------------- pure helpers
+def cpu_layout(cpus: Sequence[int], replicas: int) -> dict[str, frozenset[int] | None]:
+    """Which CPUs each process may use: ``replica0``, ``replica1``, ... and ``load`` (the
+    load generator and the store's servers). None = unpinned (every CPU).
+
+    Each replica gets a core of its own when there are enough; the load gets the cores
+    left over. With exactly as many cores as replicas the load floats over all of them
+    (it then takes a share of the replicas' cores), and with fewer nothing is pinned.
+    """
+    if replicas < 1:
+        raise ValueError(f"replicas must be >= 1; got {replicas}")
+    cpus = sorted(set(cpus))
+    if len(cpus) < replicas:
+        return {**{f"replica{i}": None for i in range(replicas)}, "load": None}
+    out: dict[str, frozenset[int] | None] = {
+        f"replica{i}": frozenset({cpus[i]}) for i in range(replicas)}
+    rest = cpus[replicas:]
+    out["load"] = frozenset(rest) if rest else None
+    return out
+
+
+def describe_layout(layout: dict[str, frozenset[int] | None], names: Sequence[str]) -> str:
+    """``r0 → CPU 0, r1 → CPU 1, client + store → any`` for the report."""
+    def cpus(c: frozenset[int] | None) -> str:
+        return "any CPU" if c is None else "CPU " + ",".join(map(str, sorted(c)))
+
+    parts = [f"{n} → {cpus(layout[f'replica{i}'])}" for i, n in enumerate(names)]
+    return ", ".join([*parts, f"client + store → {cpus(layout['load'])}"])
+
+
+def balanced_names(prefix: str, n: int, replicas: Sequence[str]) -> list[str]:
+    """``n`` model names ``prefix-K`` whose preferred owners (the service's rendezvous
+    placement over ``replicas``) are spread as evenly as possible; deterministic."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0; got {n}")
+    if not replicas:
+        raise ValueError("replicas must not be empty")
+    quota = {r: n // len(replicas) + (1 if i < n % len(replicas) else 0)
+             for i, r in enumerate(replicas)}
+    out: list[str] = []
+    k = 0
+    while len(out) < n:
+        name = f"{prefix}-{k}"
+        owner = preferred_owner(name, list(replicas))
+        assert owner is not None
+        if quota[owner] > 0:
+            quota[owner] -= 1
+            out.append(name)
+        k += 1
+    return out
+
+
+def distribution(values: Sequence[float]) -> dict[str, float]:
+    """n, min, p10, p50, p90, p99, max and mean (NaN for an empty sample)."""
+    nan = float("nan")
+    return {"n": len(values), "min": min(values) if values else nan,
+            "p10": percentile(values, 10), "p50": percentile(values, 50),
+            "p90": percentile(values, 90), "p99": percentile(values, 99),
+            "max": max(values) if values else nan,
+            "mean": sum(values) / len(values) if values else nan}
+
+
+def histogram(values: Iterable[float], edges: Sequence[float]) -> list[int]:
+    """Counts of ``values`` in [edges[i], edges[i+1]); below the first edge counts in the
+    first bin, at or above the last in an extra last bin (len(edges) counts)."""
+    if list(edges) != sorted(edges) or not edges:
+        raise ValueError("edges must be a non-empty increasing sequence")
+    counts = [0] * len(edges)
+    for v in values:
+        i = 0
+        while i + 1 < len(edges) and v >= edges[i + 1]:
+            i += 1
+        counts[i] += 1
+    return counts
+
+
+def histogram_line(values: Sequence[float], edges: Sequence[float], unit: str,
+                   scale: float = 1.0) -> str:
+    """``[0, 0.1) s: 3 · [0.1, 0.2) s: 5 · ≥ 0.5 s: 1`` (empty bins left out)."""
+    counts = histogram(values, edges)
+    parts = []
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        lo = f"{edges[i] * scale:g}"
+        if i + 1 < len(edges):
+            parts.append(f"[{lo}, {edges[i + 1] * scale:g}) {unit}: {c}")
+        else:
+            parts.append(f"≥ {lo} {unit}: {c}")
+    return " · ".join(parts) if parts else "(no samples)"
+
+
+def ratio_verdict(ratio: float, target: float = TARGET_RATIO) -> str:
+    if ratio != ratio:
+        return "n/a"
+    return f"{ratio:.2f}× (≥ {target:g}×: {'met' if ratio >= target else 'NOT met'})"
+
+
+def gauge(metrics_text: str, name: str) -> float | None:
+    """The value of an unlabelled gauge in Prometheus text (the first sample), or None."""
+    m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", metrics_text, re.M)
+    return float(m.group(1)) if m else None
+
+
+# Log lines about ownership (service/hosting.py's wording), as regular expressions.
+LOG_SIGNS = {
+    "taken": r": owned by this replica \(",
+    "given up": r": no longer owned by this replica: ",
+    "handed over": r": no longer owned by this replica: handed over to ",
+    "lease lost": r": no longer owned by this replica: its lease was lost",
+    "follower learn unpublished (10 s)": r"not published by its owner",
+    "durable, not applied": r"not applied yet",
+}
+
+
+def count_signs(text: str) -> dict[str, int]:
+    """How often each of :data:`LOG_SIGNS` occurs in a replica's log text."""
+    return {k: len(re.findall(v, text)) for k, v in LOG_SIGNS.items()}
+
+
+# ---------------------------------------------------------------------------- processes
+def set_affinity(pid: int, cpus: frozenset[int] | None) -> None:
+    """Pin every thread of ``pid`` to ``cpus`` (None: every CPU), as ``taskset -a -p``;
+    threads started later inherit it from the thread that starts them."""
+    mask = set(range(os.cpu_count() or 1)) if cpus is None else set(cpus)
+    for _ in range(3):  # a thread started while we pin is pinned on the next pass
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            return
+        for tid in tids:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, mask)
+
+
+class Replica(ServiceProcess):
+    """One ``aucstream serve`` process, a replica named ``name`` of the shared store."""
+
+    def __init__(self, workdir: Path, store_url: str, name: str, *, log_level: str,
+                 env: dict[str, str] | None = None) -> None:
+        super().__init__(workdir, store_url, log_level=log_level)
+        self.name = name
+        self.env = {"AUCSTREAM_REPLICA_ID": name, **(env or {})}
+        self.log_path = workdir / f"{name}.log"
+        self.log_offset = 0  # where the current phase's log text starts
+
+    def command(self) -> list[str]:
+        # ServiceProcess drops AUCSTREAM_* from the environment; env(1) execs the service,
+        # so the process id stays the server's
+        return ["env", *(f"{k}={v}" for k, v in self.env.items()), *super().command()]
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_since_mark(self) -> str:
+        with contextlib.suppress(OSError), self.log_path.open("rb") as f:
+            f.seek(self.log_offset)
+            return f.read().decode(errors="replace")
+        return ""
+
+    def mark_log(self) -> None:
+        with contextlib.suppress(OSError):
+            self.log_offset = self.log_path.stat().st_size
+
+    def pin(self, cpus: frozenset[int] | None) -> None:
+        if self.alive:
+            set_affinity(self.pid, cpus)
+
+
+class StoreServers:
+    """The store: one redis-server, or a 3-master cluster; their pids for pinning."""
+
+    def __init__(self, kind: str, workdir: Path) -> None:
+        self.kind = kind
+        self.workdir = workdir / kind
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._single: RedisProcess | None = None
+        self._cluster: Any = None
+
+    def start(self) -> None:
+        if self.kind == "redis":
+            self._single = RedisProcess(self.workdir)
+            self._single.start()
+        else:
+            from tests.redis_servers import RedisCluster
+
+            self._cluster = RedisCluster(self.workdir)
+            self._cluster.start()
+
+    @property
+    def url(self) -> str:
+        return self._single.url if self._single is not None else self._cluster.url
+
+    @property
+    def label(self) -> str:
+        if self._single is not None:
+            return f"Redis {self._single.version()} (one server, AOF, appendfsync always)"
+        return "Redis Cluster (3 masters, no replicas, AOF, appendfsync always)"
+
+    def pids(self) -> list[int]:
+        if self._single is not None and self._single.proc is not None:
+            return [self._single.proc.pid]
+        if self._cluster is not None:
+            return [n.proc.pid for n in self._cluster.nodes if n.proc is not None]
+        return []
+
+    def cpu_seconds(self) -> float:
+        return sum(proc_cpu_seconds(p) for p in self.pids())
+
+    def net_bytes(self) -> tuple[int, int]:
+        """Bytes the store's servers received and sent so far (INFO stats)."""
+        import redis
+
+        ports = ([self._single.port] if self._single is not None
+                 else [n.port for n in self._cluster.nodes])
+        got = sent = 0
+        for port in ports:
+            r = redis.Redis(port=port, socket_timeout=5)
+            try:
+                info = r.info("stats")
+            finally:
+                r.close()
+            got += int(info["total_net_input_bytes"])
+            sent += int(info["total_net_output_bytes"])
+        return got, sent
+
+    def stop(self) -> None:
+        if self._single is not None:
+            self._single.stop()
+        if self._cluster is not None:
+            self._cluster.stop()
+
+
+# ---------------------------------------------------------------------------- HTTP helpers
+class Spread:
+    """A load balancer without affinity: each request to the next client in turn; keeps
+    each client's latencies of successful (200) requests."""
+
+    def __init__(self, clients: Sequence[Client]) -> None:
+        self.clients = list(clients)
+        self._next = 0
+        self.latencies: dict[str, list[float]] = {c.base: [] for c in self.clients}
+
+    async def request(self, method: str, path: str, body: bytes | None = None
+                      ) -> tuple[int, bytes]:
+        client = self.clients[self._next % len(self.clients)]
+        self._next += 1
+        t0 = time.perf_counter()
+        status, raw = await client.request(method, path, body)
+        if status == 200:
+            self.latencies[client.base].append(time.perf_counter() - t0)
+        return status, raw
+
+
+async def get_json(client: Client, path: str) -> Any:
+    status, body = await client.json("GET", path)
+    if status != 200:
+        raise RuntimeError(f"GET {path}: {status} {body}")
+    return body
+
+
+async def owners(clients: dict[str, Client], name: str) -> dict[str, str | None]:
+    """Each replica's view of the model's owner (None: no owner, or not loaded yet)."""
+    out: dict[str, str | None] = {}
+    for rname, c in clients.items():
+        status, body = await c.json("GET", f"/models/{name}")
+        out[rname] = body.get("owner") if status == 200 else None
+    return out
+
+
+async def until(check: Any, timeout: float, what: str, pause: float = 0.05) -> Any:
+    """Await ``check()`` until it returns something true; RuntimeError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:g}s: {what}")
+        await asyncio.sleep(pause)
+
+
+async def agreed_owner(clients: dict[str, Client], name: str, timeout: float = 60.0,
+                       want: str | None = None) -> str:
+    """The owner every replica names (and ``want``, if given), once they agree."""
+    async def check() -> str | None:
+        seen = set((await owners(clients, name)).values())
+        if len(seen) == 1 and None not in seen:
+            owner = seen.pop()
+            return owner if want is None or owner == want else None
+        return None
+    return await until(check, timeout, f"the replicas agree on the owner of {name}")
+
+
+async def live_replicas(client: Client) -> int:
+    status, raw = await client.request("GET", "/metrics")
+    value = gauge(raw.decode(errors="replace"), "aucstream_replicas") if status == 200 else None
+    return int(value or 0)
+
+
+async def all_see(clients: dict[str, Client], n: int, timeout: float = 30.0) -> None:
+    async def check() -> bool:
+        return all([await live_replicas(c) == n for c in clients.values()])
+    await until(check, timeout, f"every replica sees {n} live replicas", pause=0.1)
+
+
+# ---------------------------------------------------------------------------- the run
+@dataclass
+class Options:
+    learner: str
+    models: int
+    events: int
+    batch: int
+    clients_per_model: int
+    rounds: int
+    bits: int
+    score_requests: int
+    candidates: int
+    failovers: int
+    samples: int
+    stores: list[str]
+    only: list[str]
+    log_level: str
+
+
+@dataclass
+class Results:
+    learn: list[dict[str, Any]] = field(default_factory=list)
+    score: list[dict[str, Any]] = field(default_factory=list)
+    failover: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    staleness: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    signs: dict[str, dict[str, int]] = field(default_factory=dict)  # phase -> log counts
+    labels: dict[str, str] = field(default_factory=dict)  # store kind -> label
+
+
+class Bench:
+    def __init__(self, opts: Options, workdir: Path) -> None:
+        self.o = opts
+        self.workdir = workdir
+        self.res = Results()
+        self.cpus = sorted(os.sched_getaffinity(0))
+        self.offset = 0  # stream position of the next fresh events (unique ids)
+
+    # ------------------------------------------------------------------ plumbing
+    def replicas(self, store: StoreServers, phase: str, env: dict[str, str] | None = None
+                 ) -> list[Replica]:
+        d = self.workdir / f"replicas-{phase}-{store.kind}"
+        d.mkdir(exist_ok=True)
+        return [Replica(d, store.url, n, log_level=self.o.log_level, env=env)
+                for n in REPLICAS]
+
+    def start(self, r: Replica) -> float:
+        t0 = time.perf_counter()
+        r.start()
+        took = time.perf_counter() - t0
+        say(f"  {r.name} ready in {took:.1f}s at {r.url} (log {r.log_path})")
+        return took
+
+    def pin(self, layout: dict[str, frozenset[int] | None], running: Sequence[Replica],
+            store: StoreServers) -> None:
+        for i, r in enumerate(running):
+            r.pin(layout[f"replica{i}"])
+        for pid in store.pids():
+            set_affinity(pid, layout["load"])
+        set_affinity(os.getpid(), layout["load"])
+
+    def unpin(self, running: Sequence[Replica], store: StoreServers) -> None:
+        self.pin({f"replica{i}": None for i in range(len(running))} | {"load": None},
+                 running, store)
+
+    def collect_signs(self, phase: str, running: Iterable[Replica]) -> None:
+        """Ownership log lines of a whole phase (each phase has its own log files)."""
+        total: Counter = Counter()
+        for r in running:
+            with contextlib.suppress(OSError):
+                total.update(count_signs(r.log_path.read_text(errors="replace")))
+        self.res.signs[phase] = dict(total)
+
+    def fresh(self, sc: Scenario, seed: int, n: int) -> list[dict[str, Any]]:
+        events = make_events(sc, seed, self.offset, n)
+        self.offset += n
+        return events
+
+    async def run(self) -> None:
+        o = self.o
+        if {"learn", "score"} & set(o.only):
+            await self.scale_phase()
+        for kind in o.stores:
+            if {"failover", "staleness"} & set(o.only):
+                await self.ownership_phase(kind)
+
+    # ------------------------------------------------------------------ learn and score
+    async def scale_phase(self) -> None:
+        o = self.o
+        store = StoreServers("redis", self.workdir)
+        store.start()
+        self.res.labels["redis"] = store.label
+        r0, r1 = self.replicas(store, "scale")
+        sc = Scenario(o.learner, {"kind": "hashed", "bits": o.bits}, f"hashed 2^{o.bits}")
+        names = balanced_names(f"busy-{o.learner}", o.models, REPLICAS)
+        score_model = f"score-{o.learner}"
+        try:
+            say(f"[scale] store {store.label}; starting {r0.name}")
+            self.start(r0)
+            async with Client(r0.url, 64) as c0:
+                for m in names:
+                    await create_model(c0, m, sc.learner, sc.features)
+                await self.warm(c0, sc, names)
+                if "score" in o.only:
+                    await create_model(c0, score_model, sc.learner, sc.features)
+                    await send_learns(c0, learn_bodies(score_model, self.fresh(sc, 3, 20_000),
+                                                       o.batch), 2)
+            for rnd in range(1, o.rounds + 1):
+                if r1.alive:
+                    say(f"[scale] round {rnd}: stopping {r1.name} (SIGTERM: it gives its "
+                        "leases up)")
+                    r1.stop()
+                async with Client(r0.url, 64) as c0:  # fresh connections every round
+                    one = {r0.name: c0}
+                    await all_see(one, 1)
+                    await self.settle(one, names, want=r0.name)
+                    for pinned in (True, False):
+                        if "learn" in o.only:
+                            await self.learn_row(rnd, [r0], store, sc, names, one, "owner",
+                                                 pinned)
+                    if "score" in o.only and rnd == 1:
+                        for pinned in (True, False):
+                            await self.score_row([r0], store, [c0], score_model, sc, pinned)
+                say(f"[scale] round {rnd}: starting {r1.name}")
+                self.start(r1)
+                async with Client(r0.url, 64) as c0, Client(r1.url, 64) as c1:
+                    two = {r0.name: c0, r1.name: c1}
+                    await all_see(two, 2)
+                    for m in names:
+                        await agreed_owner(two, m, want=preferred_owner(m, list(REPLICAS)))
+                    if rnd == 1:
+                        await self.warm(c1, sc, names)  # the follower's learn path too
+                    for pinned in (True, False):
+                        if "learn" in o.only:
+                            for routing in ("owner", "any"):
+                                await self.learn_row(rnd, [r0, r1], store, sc, names, two,
+                                                     routing, pinned)
+                    if "score" in o.only and rnd == 1:
+                        owner = await agreed_owner(two, score_model)
+                        await self.wait_version(two, score_model)
+                        ordered = [two[owner]] + [c for n, c in two.items() if n != owner]
+                        for pinned in (True, False):
+                            await self.score_row([r0, r1], store, ordered, score_model, sc,
+                                                 pinned)
+        finally:
+            self.collect_signs("learn and score", (r0, r1))
+            for r in (r0, r1):
+                r.stop()
+            store.stop()
+            set_affinity(os.getpid(), None)
+
+    async def warm(self, client: Client, sc: Scenario, names: Sequence[str]) -> None:
+        for m in names:
+            await send_learns(client, learn_bodies(m, self.fresh(sc, 7, 4 * self.o.batch),
+                                                   self.o.batch), 1)
+
+    async def settle(self, clients: dict[str, Client], names: Sequence[str],
+                     want: str | None) -> None:
+        for m in names:
+            await agreed_owner(clients, m, want=want)
+
+    async def wait_version(self, clients: dict[str, Client], name: str,
+                           timeout: float = 30.0) -> int:
+        """Until every replica serves the same version of ``name``."""
+        async def check() -> int | None:
+            vs = {(await get_json(c, f"/models/{name}"))["version"] for c in clients.values()}
+            return vs.pop() if len(vs) == 1 else None
+        return await until(check, timeout, f"every replica serves the same version of {name}")
+
+    async def learn_row(self, rnd: int, running: list[Replica], store: StoreServers,
+                        sc: Scenario, names: list[str], clients: dict[str, Client],
+                        routing: str, pinned: bool) -> None:
+        o = self.o
+        layout = (cpu_layout(self.cpus, len(running)) if pinned else
+                  {f"replica{i}": None for i in range(len(running))} | {"load": None})
+        label = (f"round {rnd}: {len(running)} replica(s), routing {routing}, "
+                 f"{'pinned' if pinned else 'unpinned'}")
+        say(f"[learn] {label}: {describe_layout(layout, [r.name for r in running])}; "
+            f"serialising {o.models} x {o.events:,} events ...")
+        bodies = {m: learn_bodies(m, self.fresh(sc, 11 + i, o.events), o.batch)
+                  for i, m in enumerate(names)}
+        live = {r.name: clients[r.name] for r in running}
+        owner = {m: await agreed_owner(live, m) for m in names}
+        before = {m: (await get_json(live[owner[m]], f"/models/{m}"))["version"] for m in names}
+        spreads = {m: Spread(list(live.values())) for m in names}
+        for r in running:
+            r.mark_log()
+        self.pin(layout, running, store)
+        await asyncio.sleep(0.5)  # let the pins take effect, the loops settle
+        cpu0 = {r.name: r.cpu_seconds() for r in running}
+        s0, c0, n0 = store.cpu_seconds(), self_cpu_seconds(), store.net_bytes()
+        t0 = time.perf_counter()
+
+        async def one(m: str) -> LearnTally:
+            target: Any = live[owner[m]] if routing == "owner" else spreads[m]
+            return await send_learns(target, bodies[m], o.clients_per_model)
+
+        tallies = await asyncio.gather(*(one(m) for m in names))
+        wall = time.perf_counter() - t0
+        cpu1 = {r.name: r.cpu_seconds() for r in running}
+        s1, c1, n1 = store.cpu_seconds(), self_cpu_seconds(), store.net_bytes()
+        self.unpin(running, store)
+        after = {}
+        for m in names:
+            after[m] = (await get_json(live[owner[m]], f"/models/{m}"))["version"]
+        accepted = sum(t.accepted for t in tallies)
+        applied = sum(after[m] - before[m] for m in names)
+        statuses: Counter = Counter()
+        for t in tallies:
+            statuses.update(t.statuses)
+        lat = [x for t in tallies for x in t.latencies]
+        owner_lat: list[float] = []
+        follower_lat: list[float] = []
+        if routing == "any":
+            for m in names:
+                for base, xs in spreads[m].latencies.items():
+                    is_owner = base == live[owner[m]].base
+                    (owner_lat if is_owner else follower_lat).extend(xs)
+        signs: Counter = Counter()
+        for r in running:
+            signs.update(count_signs(r.log_since_mark()))
+        row = {
+            "round": rnd, "replicas": len(running), "routing": routing, "pinned": pinned,
+            "layout": describe_layout(layout, [r.name for r in running]),
+            "events": accepted, "wall": wall, "events_s": accepted / wall,
+            "lat": summarize(lat), "owner_lat": summarize(owner_lat),
+            "follower_lat": summarize(follower_lat),
+            "cpu": {n: (cpu1[n] - cpu0[n]) / wall for n in cpu0},
+            "store_cpu": (s1 - s0) / wall, "client_cpu": (c1 - c0) / wall,
+            "store_in_mb_s": (n1[0] - n0[0]) / wall / 1e6,
+            "store_out_mb_s": (n1[1] - n0[1]) / wall / 1e6, "lost": max(0, accepted - applied),
+            "extra": max(0, applied - accepted), "statuses": dict(statuses),
+            "owners": Counter(owner.values()), "signs": dict(signs),
+        }
+        cpu_total = sum(row["cpu"].values())
+        row["events_per_cpu_s"] = accepted / (cpu_total * wall) if cpu_total > 0 else float("nan")
+        self.res.learn.append(row)
+        say(f"  {row['events_s']:,.0f} events/s over {wall:.1f}s (owners {dict(row['owners'])}; "
+            f"replica CPU {', '.join(f'{n} {v:.0%}' for n, v in row['cpu'].items())}; store "
+            f"{row['store_cpu']:.0%}, client {row['client_cpu']:.0%}; "
+            f"{row['events_per_cpu_s']:,.0f} events per replica CPU-second; p50/p99 "
+            f"{row['lat']['p50']:.0f}/{row['lat']['p99']:.0f} ms; statuses {dict(statuses)}; "
+            f"lost {row['lost']}, extra {row['extra']}; log {row['signs']})")
+
+    async def score_row(self, running: list[Replica], store: StoreServers,
+                        targets: list[Client], name: str, sc: Scenario, pinned: bool) -> None:
+        o = self.o
+        layout = (cpu_layout(self.cpus, len(running)) if pinned else
+                  {f"replica{i}": None for i in range(len(running))} | {"load": None})
+        bodies = score_bodies(name, make_events(sc, 5, 0, 64 * o.candidates), o.candidates)
+        for c in targets:
+            await send_scores(c, bodies, 1, 50)  # warm-up
+        self.pin(layout, running, store)
+        await asyncio.sleep(0.5)
+        per_target = SCORE_CLIENTS // len(targets)
+        per_client = max(1, o.score_requests // SCORE_CLIENTS)
+        cpu0 = {r.name: r.cpu_seconds() for r in running}
+        c0, t0 = self_cpu_seconds(), time.perf_counter()
+        outs = await asyncio.gather(*(send_scores(c, bodies, per_target, per_client)
+                                      for c in targets))
+        wall = time.perf_counter() - t0
+        cpu1 = {r.name: r.cpu_seconds() for r in running}
+        c1 = self_cpu_seconds()
+        self.unpin(running, store)
+        lat = [x for ls, _ in outs for x in ls]
+        errors = sum(v for _, st in outs for k, v in st.items() if k != 200)
+        row = {"replicas": len(running), "pinned": pinned,
+               "layout": describe_layout(layout, [r.name for r in running]),
+               "lat": summarize(lat), "rps": len(lat) / wall, "errors": errors,
+               "per_target": [summarize(ls) for ls, _ in outs],
+               "cpu": {n: (cpu1[n] - cpu0[n]) / wall for n in cpu0},
+               "client_cpu": (c1 - c0) / wall}
+        self.res.score.append(row)
+        say(f"[score] {len(running)} replica(s), {'pinned' if pinned else 'unpinned'}: "
+            f"{row['rps']:,.0f} requests/s, p50 {row['lat']['p50']:.2f} ms, p99 "
+            f"{row['lat']['p99']:.2f} ms, errors {errors}; replica CPU "
+            f"{', '.join(f'{n} {v:.0%}' for n, v in row['cpu'].items())}, client "
+            f"{row['client_cpu']:.0%}")
+
+    # ------------------------------------------------------------------ failover, staleness
+    async def ownership_phase(self, kind: str) -> None:
+        o = self.o
+        store = StoreServers(kind, self.workdir)
+        say(f"[{kind}] starting the store")
+        store.start()
+        self.res.labels[kind] = store.label
+        group = self.replicas(store, "ownership")
+        try:
+            for r in group:
+                self.start(r)
+            if "staleness" in o.only:
+                await self.staleness(kind, group)
+            if "failover" in o.only:
+                await self.failovers(kind, group)
+        finally:
+            self.collect_signs(f"{kind}: failover and staleness", group)
+            for r in group:
+                r.stop()
+            store.stop()
+
+    async def staleness(self, kind: str, group: list[Replica]) -> None:
+        o = self.o
+        sc = Scenario(o.learner, {"kind": "hashed", "bits": o.bits}, "")
+        name = f"stale-{o.learner}"
+        rng = random.Random(15)
+        async with Client(group[0].url, 16) as a, Client(group[1].url, 16) as b:
+            clients = {group[0].name: a, group[1].name: b}
+            await all_see(clients, 2)
+            await create_model(a, name, sc.learner, sc.features)
+            owner_name = await agreed_owner(clients, name)
+            owner, follower = (a, b) if owner_name == group[0].name else (b, a)
+            await send_learns(owner, learn_bodies(name, self.fresh(sc, 21, 2000), 500), 1)
+            await self.wait_version(clients, name)
+            probe = score_bodies(name, make_events(sc, 4, 0, 1), 1)[0]
+            out: dict[str, list[float]] = {}
+            for mode in ("idle", "under load"):
+                stop = asyncio.Event()
+                load_task = None
+                if mode == "under load":
+                    load_task = asyncio.create_task(self._background_learns(owner, name, sc,
+                                                                            stop))
+                    await asyncio.sleep(1.0)
+                values: list[float] = []
+                for k in range(o.samples):
+                    await asyncio.sleep(rng.uniform(0.0, 0.5))  # off the loops' beat
+                    status, raw = await owner.request(
+                        "POST", "/learn", learn_bodies(name, self.fresh(sc, 22, 100), 100)[0])
+                    t_ack = time.perf_counter()
+                    if status != 200:
+                        say(f"  probe learn answered {status}: {raw[:200]!r}")
+                        continue
+                    version = json.loads(raw)["version"]
+                    while True:
+                        st, body = await score_once(follower, probe)
+                        if st == 200 and body["version"] >= version:
+                            break
+                        if time.perf_counter() - t_ack > 30:
+                            raise RuntimeError("the follower never caught up")
+                        await asyncio.sleep(0.005)
+                    values.append(time.perf_counter() - t_ack)
+                    if k % 10 == 9:
+                        say(f"  [{kind} staleness, {mode}] {k + 1}/{o.samples}: median "
+                            f"{1000 * percentile(values, 50):.0f} ms")
+                stop.set()
+                if load_task is not None:
+                    await load_task
+                out[mode] = values
+                d = distribution(values)
+                say(f"[{kind} staleness, {mode}] n {d['n']}: p50 {1000 * d['p50']:.0f} ms, "
+                    f"p90 {1000 * d['p90']:.0f} ms, max {1000 * d['max']:.0f} ms")
+            self.res.staleness[kind] = out
+
+    async def _background_learns(self, client: Client, name: str, sc: Scenario,
+                                 stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await client.request("POST", "/learn",
+                                 learn_bodies(name, self.fresh(sc, 23, 500), 500)[0])
+
+    async def failovers(self, kind: str, group: list[Replica]) -> None:
+        rows: list[dict[str, Any]] = []
+        for k in range(self.o.failovers):
+            row = await self.failover_once(kind, group, k)
+            rows.append(row)
+            say(f"  [{kind} failover {k + 1}/{self.o.failovers}] killed {row['victim']}: "
+                f"{row['survivor']} owns after {row['own']:.2f}s, acknowledged a learn after "
+                f"{row['ack']:.2f}s (version {row['version']}, statuses {row['statuses']}); "
+                f"restarted in {row['restart']:.1f}s")
+        self.res.failover[kind] = rows
+
+    async def failover_once(self, kind: str, group: list[Replica], k: int) -> dict[str, Any]:
+        """Create a model, learn on it, kill its owner, time the survivor's takeover."""
+        sc = Scenario(self.o.learner, {"kind": "hashed", "bits": self.o.bits}, "")
+        name = f"failover-{k}"
+        by_name = {r.name: r for r in group}
+        async with Client(group[0].url, 8) as a, Client(group[1].url, 8) as b:
+            clients = {group[0].name: a, group[1].name: b}
+            await all_see(clients, 2)
+            await create_model(a, name, sc.learner, sc.features)
+            victim = by_name[await agreed_owner(clients, name)]
+            survivor = next(r for r in group if r is not victim)
+            sclient = clients[survivor.name]
+            await send_learns(clients[victim.name],
+                              learn_bodies(name, self.fresh(sc, 31, 500), 500), 1)
+            base = await self.wait_version(clients, name)
+            await asyncio.sleep(random.Random(k).uniform(0.0, 1.0))  # off the lease beat
+            assert victim.proc is not None
+            t0 = time.perf_counter()
+            victim.proc.send_signal(signal.SIGKILL)
+            victim.proc.wait()
+            t_dead = time.perf_counter() - t0
+
+            async def owned() -> float:
+                async def check() -> bool:
+                    st, info = await sclient.json("GET", f"/models/{name}")
+                    return st == 200 and info.get("owner") == survivor.name
+                await until(check, 60, f"{survivor.name} owns {name}", pause=0.01)
+                return time.perf_counter() - t0
+
+            async def acked() -> tuple[float, int, Counter]:
+                statuses: Counter = Counter()
+                while True:
+                    body = learn_bodies(name, self.fresh(sc, 32, 100), 100)[0]
+                    try:
+                        st, raw = await sclient.request("POST", "/learn", body)
+                    except Exception as exc:  # a transport error: retry
+                        statuses[type(exc).__name__] += 1
+                        await asyncio.sleep(0.05)
+                        continue
+                    statuses[st] += 1
+                    if st == 200:
+                        return time.perf_counter() - t0, json.loads(raw)["version"], statuses
+                    if time.perf_counter() - t0 > 60:
+                        raise RuntimeError(f"no learn acknowledged: {dict(statuses)}")
+                    # 202: durable, not applied in time; the next batch is a new learn
+
+            t_own, (t_ack, version, statuses) = await asyncio.gather(owned(), acked())
+        restart = self.start(victim)
+        async with Client(survivor.url, 4) as c:
+            await c.request("DELETE", f"/models/{name}")
+        return {"k": k, "victim": victim.name, "survivor": survivor.name, "own": t_own,
+                "ack": t_ack, "dead": t_dead, "version": version, "base": base,
+                "statuses": dict(statuses), "restart": restart}
+
+
+async def score_once(client: Client, body: bytes) -> tuple[int, Any]:
+    status, raw = await client.request("POST", "/score", body)
+    return status, (json.loads(raw) if status == 200 else None)
+
+
+# ---------------------------------------------------------------------------- report
+def _ms(d: dict[str, float], key: str) -> str:
+    v = d.get(key, float("nan"))
+    return "n/a" if v != v else f"{v:.1f}"
+
+
+def learn_ratios(rows: Sequence[dict[str, Any]]) -> list[tuple[int, bool, str, float]]:
+    """(round, pinned, routing, two-replica events/s ÷ one replica's) for every two-replica
+    row that has a one-replica row of the same round and pinning."""
+    one = {(r["round"], r["pinned"]): r["events_s"] for r in rows if r["replicas"] == 1}
+    out = []
+    for r in rows:
+        base = one.get((r["round"], r["pinned"]))
+        if r["replicas"] == 2 and base:
+            out.append((r["round"], r["pinned"], r["routing"], r["events_s"] / base))
+    return out
+
+
+def learn_section(res: Results, o: Options) -> list[str]:
+    rows = []
+    ratios = {(rnd, p, rt): x for rnd, p, rt, x in learn_ratios(res.learn)}
+    for r in res.learn:
+        ratio = (ratios.get((r["round"], r["pinned"], r["routing"])) if r["replicas"] == 2
+                 else None)
+        lat = f"{r['lat']['p50']:.0f} / {r['lat']['p99']:.0f}"
+        if r["routing"] == "any":
+            lat += (f" (owner {r['owner_lat']['p50']:.0f} / {r['owner_lat']['p99']:.0f}, "
+                    f"follower {r['follower_lat']['p50']:.0f} / "
+                    f"{r['follower_lat']['p99']:.0f})")
+        not_ok = {k: v for k, v in r["statuses"].items() if k != 200}
+        rows.append((
+            r["round"], r["replicas"], r["routing"], r["layout"], float(r["events_s"]),
+            "" if ratio is None else f"{ratio:.2f}×", lat,
+            ", ".join(f"{v:.0%}" for v in r["cpu"].values()), float(r["events_per_cpu_s"]),
+            f"{r['client_cpu']:.0%}", f"{r['store_cpu']:.0%}",
+            f"{r['store_in_mb_s']:.1f} / {r['store_out_mb_s']:.1f}",
+            f"{r['lost']} / {r['extra']}", ", ".join(f"{k}: {v}" for k, v in not_ok.items()),
+            r["signs"].get("lease lost", 0) + r["signs"].get("handed over", 0)))
+    out = [f"### Learn throughput, {o.models} busy models", "",
+           f"{o.learner} on hashed ad-click events (2^{o.bits}), {o.models} models "
+           f"(placed two per replica when there are two), {o.events:,} events per model and "
+           f"row in batches of {o.batch}, {o.clients_per_model} concurrent clients per model "
+           f"({o.models * o.clients_per_model} in all). 'vs 1' divides by the one-replica row "
+           "of the same round and pinning. 'replica CPU' is each replica's share of a core "
+           "during the row (a pinned replica can use one core at most); 'store in / out' is "
+           "what redis-server received and sent (INFO stats: appends and publications in, "
+           "log reads and publications to followers out). Latencies are per request, in ms.", "",
+           markdown_table(["round", "replicas", "routing", "CPUs", "events/s", "vs 1",
+                           "p50 / p99 ms", "replica CPU", "events per replica CPU-s",
+                           "client CPU", "store CPU", "store in / out MB/s", "lost / extra",
+                           "not 200", "ownership moves"], rows)]
+    pinned = [x for rnd, p, rt, x in learn_ratios(res.learn) if p and rt == "owner"]
+    unpinned = [x for rnd, p, rt, x in learn_ratios(res.learn) if not p and rt == "owner"]
+    eff1 = [r["events_per_cpu_s"] for r in res.learn if r["replicas"] == 1 and r["pinned"]]
+    eff2 = [r["events_per_cpu_s"] for r in res.learn
+            if r["replicas"] == 2 and r["pinned"] and r["routing"] == "owner"]
+    if pinned:
+        out += ["", f"Two replicas over one, owner routing, pinned: "
+                f"{', '.join(f'{x:.2f}×' for x in pinned)} (median "
+                f"{ratio_verdict(percentile(pinned, 50))}); unpinned: "
+                f"{', '.join(f'{x:.2f}×' for x in unpinned) or 'n/a'}."]
+    if eff1 and eff2:
+        proj = 2 * percentile(eff2, 50) / percentile(eff1, 50)
+        out += ["", f"Per replica CPU-second, a replica learns {percentile(eff1, 50):,.0f} "
+                f"events alone and {percentile(eff2, 50):,.0f} as one of two (medians of the "
+                f"pinned rows): were each replica given a whole core and nothing else (client "
+                f"and store elsewhere), two would learn about {proj:.2f}× what one does. This "
+                "is an estimate from CPU accounting, not a measurement."]
+    return out
+
+
+def score_section(res: Results, o: Options) -> list[str]:
+    if not res.score:
+        return []
+    base = {r["pinned"]: r["rps"] for r in res.score if r["replicas"] == 1}
+    rows = []
+    for r in res.score:
+        b = base.get(r["pinned"])
+        ok = r["lat"]["p99"] <= TARGET_SCORE_P99_MS
+        per = " / ".join(f"{d['p99']:.1f}" for d in r["per_target"])
+        rows.append((r["replicas"], r["layout"], float(r["rps"]),
+                     "" if not b else f"{r['rps'] / b:.2f}×", f"{r['lat']['p50']:.2f}",
+                     f"{r['lat']['p99']:.2f}", per, f"{r['lat']['max']:.1f}",
+                     ", ".join(f"{v:.0%}" for v in r["cpu"].values()),
+                     f"{r['client_cpu']:.0%}", r["errors"],
+                     f"p99 ≤ {TARGET_SCORE_P99_MS:g} ms: {'met' if ok else 'NOT met'}"))
+    return ["", f"### Score latency, {SCORE_CLIENTS} clients", "",
+            f"{o.candidates} candidates per request, {o.score_requests:,} requests per row "
+            "measured by the client (after 50 per replica to warm up); with two replicas 8 "
+            "clients score on the owner and 8 on the follower ('p99 by replica': owner / "
+            "follower). No learning meanwhile.", "",
+            markdown_table(["replicas", "CPUs", "requests/s", "vs 1", "p50 ms", "p99 ms",
+                            "p99 by replica", "max ms", "replica CPU", "client CPU",
+                            "errors", "target"], rows)]
+
+
+def failover_section(res: Results) -> list[str]:
+    if not res.failover:
+        return []
+    rows = []
+    hist = []
+    edges = [0, 1, 2, 3, 4, 5, 6, 8, 10]
+    for kind, runs in res.failover.items():
+        for key, what in (("own", "until the survivor owns the model"),
+                          ("ack", "until the survivor acknowledges a learn")):
+            d = distribution([r[key] for r in runs])
+            rows.append((res.labels.get(kind, kind), what, d["n"], f"{d['min']:.2f}",
+                         f"{d['p10']:.2f}", f"{d['p50']:.2f}", f"{d['p90']:.2f}",
+                         f"{d['max']:.2f}", f"{d['mean']:.2f}"))
+        statuses: Counter = Counter()
+        for r in runs:
+            statuses.update(r["statuses"])
+        hist.append(f"- {res.labels.get(kind, kind)}, until acknowledged: "
+                    f"{histogram_line([r['ack'] for r in runs], edges, 's')}; answers to the "
+                    f"survivor's learns: {dict(statuses)}; the killed replica restarted in "
+                    f"{percentile([r['restart'] for r in runs], 50):.1f} s (median).")
+    return ["", "### Failover: kill -9 of an owner", "",
+            "Two replicas; per repetition a fresh model, 500 events learned through its owner "
+            "and published to the follower, a random pause of 0-1 s, then SIGKILL of the "
+            "owner (t = 0) and at once a 100-event learn sent to the survivor (a new one "
+            "after any 202). The survivor's GET /models/{name} is polled every 10 ms. The "
+            "killed replica is restarted before the next repetition. lease_ttl 3 s (renewed "
+            "every 1 s), sync_interval 1 s: the defaults. Seconds:", "",
+            markdown_table(["store", "from the kill", "n", "min", "p10", "p50", "p90", "max",
+                            "mean"], rows), "", *hist]
+
+
+def staleness_section(res: Results) -> list[str]:
+    if not res.staleness:
+        return []
+    rows = []
+    hist = []
+    edges = [0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]
+    for kind, modes in res.staleness.items():
+        for mode, values in modes.items():
+            d = distribution(values)
+            ms = {k: 1000 * v for k, v in d.items() if k != "n"}
+            rows.append((res.labels.get(kind, kind), mode, d["n"], f"{ms['min']:.0f}",
+                         f"{ms['p10']:.0f}", f"{ms['p50']:.0f}", f"{ms['p90']:.0f}",
+                         f"{ms['p99']:.0f}", f"{ms['max']:.0f}", f"{ms['mean']:.0f}"))
+            hist.append(f"- {res.labels.get(kind, kind)}, {mode}: "
+                        f"{histogram_line(values, edges, 'ms', 1000)}")
+    return ["", "### Follower staleness", "",
+            "From the owner's acknowledgement of a 100-event learn (version v) until the "
+            "follower's /score reports at least v (polled every 5 ms; samples 0-0.5 s apart "
+            "at random). 'under load': one client learning 500-event batches on the owner "
+            "throughout. publish_interval 0.1 s, max_staleness 1 s (followers reload every "
+            "0.5 s unless a learn waits), follow_interval 0.02 s: the defaults. Milliseconds:",
+            "", markdown_table(["store", "owner", "n", "min", "p10", "p50", "p90", "p99", "max",
+                                "mean"], rows), "", *hist]
+
+
+def signs_section(res: Results) -> list[str]:
+    if not res.signs:
+        return []
+    keys = list(LOG_SIGNS)
+    rows = [(phase, *(counts.get(k, 0) for k in keys)) for phase, counts in res.signs.items()]
+    return ["", "Ownership lines in the replicas' logs, per phase ('taken' counts every "
+            "placement and takeover; 'given up' includes clean shutdowns):", "",
+            markdown_table(["phase", *keys], rows)]
+
+
+def report(res: Results, o: Options, command: str, load: tuple[Sequence[float],
+           Sequence[float]], code: str, client_kind: str) -> str:
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    la = [", ".join(f"{x:.2f}" for x in xs) for xs in load]
+    stores = "; ".join(f"{k}: {v}" for k, v in res.labels.items())
+    out = [f"{when}; `{command}`; {code}; {cpu_model()}, {os.cpu_count()} cores, Python "
+           f"{platform.python_version()}; client {client_kind} in the benchmark's process; "
+           f"stores: {stores}. Each replica is one `aucstream serve` process (one worker). "
+           f"Load average (1, 5, 15 min) before: {la[0]}; after: {la[1]} — other jobs "
+           "shared the machine when the load average is above ~1, and every number here is "
+           "then depressed (the CPU columns show what each process got).", "",
+           "Pinning (the 'CPUs' column) sets the CPU affinity of every thread, as `taskset "
+           "-a -p`: with two cores, one replica gets core 0 while the client and "
+           "redis-server get core 1, but two replicas take a core each and the client and "
+           "redis-server must float over both, taking part of the replicas' cores. So the "
+           "pinned two-replica rows understate what two replicas with a core each would "
+           "do; the estimate from CPU accounting below the table corrects for that. Other "
+           "users' processes were not pinned away from either core.", ""]
+    out += learn_section(res, o) if res.learn else []
+    out += score_section(res, o)
+    out += failover_section(res)
+    out += staleness_section(res)
+    out += signs_section(res)
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- main
+PARTS = ("learn", "score", "failover", "staleness")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m loadtest.bench_scaleout",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--learner", default="solam", help="learner of the busy models")
+    p.add_argument("--models", type=int, default=4, help="busy models")
+    p.add_argument("--events", type=int, default=100_000, help="events per model and row")
+    p.add_argument("--batch", type=int, default=500, help="events per learn request")
+    p.add_argument("--clients-per-model", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=2,
+                   help="one-replica / two-replica rounds, interleaved")
+    p.add_argument("--bits", type=int, default=20, help="hash bits")
+    p.add_argument("--score-requests", type=int, default=10_000, help="per score row")
+    p.add_argument("--candidates", type=int, default=100)
+    p.add_argument("--failovers", type=int, default=30, help="kill -9 repetitions per store")
+    p.add_argument("--samples", type=int, default=40,
+                   help="staleness samples per store and load")
+    p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    p.add_argument("--cluster", action="store_true",
+                   help="also run failover and staleness on a 3-master Redis Cluster "
+                   "(the default, except with --quick)")
+    p.add_argument("--no-cluster", action="store_true", help="single redis-server only")
+    p.add_argument("--log-level", default="info", help="the replicas' log level")
+    p.add_argument("--workdir", type=Path, help="keep the stores' data and the replicas' "
+                   "logs here (default: a temporary directory, removed at the end)")
+    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    p.add_argument("--write", action="store_true", help=f"update {RESULTS.relative_to(REPO)}")
+    p.add_argument("--results", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.events, args.rounds, args.score_requests = 5_000, 1, 800
+        args.failovers, args.samples = 2, 6
+    cluster = args.cluster or not (args.quick or args.no_cluster)
+    args.stores = ["redis", "cluster"] if cluster and not args.no_cluster else ["redis"]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = "python -m loadtest.bench_scaleout " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    opts = Options(learner=args.learner, models=args.models, events=args.events,
+                   batch=args.batch, clients_per_model=args.clients_per_model,
+                   rounds=args.rounds, bits=args.bits, score_requests=args.score_requests,
+                   candidates=args.candidates, failovers=args.failovers,
+                   samples=args.samples, stores=args.stores, only=args.only,
+                   log_level=args.log_level)
+    load0 = os.getloadavg()
+    say(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {cpu_model()}, "
+        f"{os.cpu_count()} cores; parts {' '.join(opts.only)}; stores {' '.join(opts.stores)}")
+    code = code_version()
+    with contextlib.ExitStack() as stack:
+        if args.workdir is not None:
+            args.workdir.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.workdir)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="aucstream-scaleout-"))
+        bench = Bench(opts, Path(tmp))
+        try:
+            asyncio.run(bench.run())
+        except BaseException:
+            say(f"failed; the replicas' logs are in {tmp} until this exits:")
+            for log in sorted(Path(tmp).rglob("r?.log")):
+                say(f"--- {log} (tail)\n" + log.read_text(errors="replace")[-3000:])
+            raise
+    load1 = os.getloadavg()
+    client_kind = "aiohttp"
+    with contextlib.suppress(ImportError):
+        import aiohttp
+
+        client_kind = f"aiohttp {aiohttp.__version__}"
+    text = report(bench.res, opts, command.strip(), (load0, load1), code, client_kind)
+    print(text)
+    if args.write:
+        write_marked(args.results, START, END, HEADING, text)
+        say(f"wrote {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
