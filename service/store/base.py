@@ -5,7 +5,9 @@ The durable log is the source of truth. Per model a store keeps:
 - the model's configuration (a JSON-able dict, written once at creation);
 - the event log: entries appended in one total order, each an opaque payload (an
   encoded batch of events) covering a contiguous range of event positions;
-- recent event ids, so that a retried event is not learned twice;
+- recent event ids, so that a retried event is not learned twice (a store may remember an
+  id by a 64-bit digest: an event is then taken for a duplicate also when its id's digest
+  equals a remembered one's, about once in 2**64 / window events);
 - the latest checkpoint: an opaque learner-state blob and the position it covers.
 
 Positions count learned events: an entry covers positions ``start + 1 .. end`` and the

@@ -1,12 +1,18 @@
-"""The Redis store: per model a Stream as the event log, hashes and a sorted set beside it.
+"""The Redis store: per model a Stream as the event log, hashes beside it.
 
 Key layout (``P`` = prefix, ``N`` = model name; ``{N}`` is a hash tag, so a Redis Cluster
 keeps all of a model's keys in one slot and every script below touches one slot only)::
 
     P:{N}:config   hash    json (the config), created_at
-    P:{N}:meta     hash    end (the log end = number of learned events)
+    P:{N}:meta     hash    end (the log end = number of learned events); the dedup
+                           window's nb (field count), floor, rel (released ranges
+                           "s:e,..."), sweep (the next field a trim cleans)
     P:{N}:log      stream  entry id "<end>-0"; fields p (payload), s (start), k (skip: "3,7")
-    P:{N}:ids      zset    event id -> position of that event (the dedup window)
+    P:{N}:dedup    hash    the dedup window: field f (decimal) -> the records of the ids
+                           whose digest mod nb is f, 14 bytes each, in position order: the
+                           8-byte digest, the position (6 bytes, big-endian)
+    P:{N}:ids      zset    event id -> position: the previous version's dedup window, read
+                           until trims have emptied it (Redis then drops the key)
     P:{N}:ckpt     hash    version, blob, created_at
     P:{N}:tok:<t>  string  what the append with token t did ("written:start:end:skip"),
                            or "fenced"; expires (see below)
@@ -21,6 +27,28 @@ keeps all of a model's keys in one slot and every script below touches one slot 
                            deletion, so that a re-created model's tokens go on growing
     P:models       set     model names (an index; a model exists iff its config exists)
     P:replicas     zset    replica id -> expiry (ms of the server's clock): the registry
+
+The dedup window remembers an event id by its digest, BLAKE2b-64 of its UTF-8 (computed by
+the client; the script never sees the id). Lookups are one HMGET of the batch's fields and
+a search of each record list; an append rewrites each field it adds to (one HSET), first
+dropping its forgotten records. Forgetting is a number: ``trim`` raises ``floor`` (ids at
+positions <= floor are forgotten) and ``release_ids`` adds a released range, both skipped
+by lookups, so neither scans anything; the records below the floor go when an append next
+rewrites their field, or when a trim's sweep (``_SWEEP_FIELDS`` fields per call, round
+robin) reaches it. Memory: ~24 bytes per remembered id at the window with the default
+``_IDS_PER_FIELD`` (bench/dedup_memory.py; the previous sorted set took ~104). The field
+count ``nb`` is fixed when the model is created (from the store's ``dedup_window``) and
+kept in meta; a store that assumed another count is told so by the append script and
+resends. An event is wrongly taken for a duplicate only when its digest equals that of an
+id in the window: with W ids remembered, probability ~W / 2**64 per event (5.4e-15 at W =
+100,000: one such event in ~58 years at 10^5 events/s). Records are matched at multiples of
+14 bytes only, never across two records.
+
+Models written by the previous version keep their ``ids`` sorted set: while it exists the
+append script also looks the batch's ids up in it (the client then sends the ids too,
+after one refused attempt), ``release_ids`` removes its ids of the range, and trims empty
+it in slices; new ids go to the dedup hash only. So existing data keeps deduplicating and
+the old key ages out with the window.
 
 An impression is in ``imp`` and in the two sorted sets of its status, nowhere else. It is
 expired at ``now`` when ``expires_at <= now``: reads leave it out, and the writing scripts
@@ -59,6 +87,7 @@ key, so in a cluster it lives in one slot; every other script touches one model'
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -69,6 +98,7 @@ from contextlib import contextmanager
 from typing import Any, NoReturn, cast
 
 import msgpack
+import numpy as np
 import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
@@ -97,7 +127,7 @@ from aucstream.service.store.base import (
 __all__ = ["RedisStore"]
 
 # The model keys a create clears and a delete removes (all but the lease counter).
-_MODEL_KEYS = ("config", "meta", "log", "ids", "ckpt", "pins", "lease")
+_MODEL_KEYS = ("config", "meta", "log", "ids", "ckpt", "pins", "lease", "dedup")
 
 # The fence of the fenced writes: whether a write with fencing token `token` (a decimal
 # string, "" = not fenced) must be refused because the lease at key `lease` is not held
@@ -113,12 +143,12 @@ end
 
 # KEYS: _MODEL_KEYS, then the impression keys (_IMP_KEYS). ARGV: config json, created_at,
 # log start (0, or the version of an imported checkpoint), that checkpoint's blob ("" for
-# none).
+# none), the dedup window's field count.
 _CREATE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('UNLINK', unpack(KEYS, 2))
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
-redis.call('HSET', KEYS[2], 'end', ARGV[3])
+redis.call('HSET', KEYS[2], 'end', ARGV[3], 'nb', ARGV[5])
 if ARGV[3] ~= '0' or ARGV[4] ~= '' then
   redis.call('HSET', KEYS[5], 'version', ARGV[3], 'blob', ARGV[4], 'created_at', ARGV[2])
 end
@@ -149,57 +179,157 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 return redis.call('LRANGE', KEYS[2], 0, -1)
 """
 
-# KEYS: config, meta, log, ids, token. ARGV: payload, msgpack array of the ids (false =
-# no id), token ttl (ms). Returns {-1} (no model), {-2, record} (the token was fenced, or
-# this append ran before: a client-side resend), or {written 0/1, start, end, skip "i,j"}.
-_APPEND = """#!lua
-if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
-local record = redis.call('GET', KEYS[5])
-if record then return {-2, record} end
-local ids = cmsgpack.unpack(ARGV[2])
-local known = {}
-local given = {}
-for i = 1, #ids do
-  if ids[i] then given[#given + 1] = ids[i] end
+# The dedup window's lookups (a Lua library shared by the append and the trim scripts).
+# `m` is the HMGET of meta's 'floor' and 'rel': ids at positions <= floor are forgotten,
+# and so are those in the released ranges ("s:e,s:e", positions s+1..e).
+_DEDUP_LIB = """
+local REC = 14
+local floor = 0
+local rel_text = false
+local rel = nil
+local function released(p)
+  if rel == nil then
+    rel = {}
+    if rel_text then
+      for a, b in string.gmatch(rel_text, '(%d+):(%d+)') do
+        rel[#rel + 1] = {tonumber(a), tonumber(b)}
+      end
+    end
+  end
+  for t = 1, #rel do
+    if p > rel[t][1] and p <= rel[t][2] then return true end
+  end
+  return false
 end
-for j = 1, #given, 1000 do
-  local hi = math.min(j + 999, #given)
-  local scores = redis.call('ZMSCORE', KEYS[4], unpack(given, j, hi))
-  for k = 1, hi - j + 1 do
-    if scores[k] then known[given[j + k - 1]] = true end
+-- whether the record list `v` holds digest `d` at a remembered position
+local function live(v, d)
+  if not v then return false end
+  local at = 1
+  while true do
+    local x = string.find(v, d, at, true)
+    if not x then return false end
+    if x % REC == 1 then
+      local p = struct.unpack('>I6', v, x + 8)
+      if p > floor and not released(p) then return true end
+      at = x + REC
+    else
+      at = x + 1  -- the bytes matched across two records
+    end
   end
 end
-local start = tonumber(redis.call('HGET', KEYS[2], 'end') or '0')
+-- `v` without its forgotten prefix (records are in position order)
+local function fresh(v)
+  if not v then return '' end
+  local cut = 0
+  local len = #v
+  while cut < len and struct.unpack('>I6', v, cut + 9) <= floor do cut = cut + REC end
+  if cut == 0 then return v end
+  return string.sub(v, cut + 1)
+end
+"""
+
+# KEYS: config, meta, log, ids (the previous layout's zset), dedup, token. ARGV: payload,
+# the 8-byte digests of the events that have an id (concatenated, in event order), token
+# ttl (ms), mask ("" if every event has an id, else one byte per event: "1" has an id, "0"
+# not), the client's field count, msgpack [field of each digest, a decimal string],
+# msgpack [id of each digest] ("" unless the client knows the zset exists), "1" if the
+# digests are distinct (else "0"). Returns {-1} (no model), {-2,
+# record} (the token was fenced, or this append ran before: a client-side resend), {-4}
+# (the zset exists: resend with the ids), {-5, field count} (the model has another field
+# count: resend with its fields), else {written 0/1, start, end, skip "i,j", zset 0/1}.
+_APPEND = "#!lua" + _DEDUP_LIB + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local record = redis.call('GET', KEYS[6])
+if record then return {-2, record} end
+local m = redis.call('HMGET', KEYS[2], 'end', 'nb', 'floor', 'rel')
+if not m[2] then
+  redis.call('HSET', KEYS[2], 'nb', ARGV[5])
+elseif m[2] ~= ARGV[5] then
+  return {-5, tonumber(m[2])}
+end
+local legacy = redis.call('EXISTS', KEYS[4]) == 1
+if legacy and ARGV[7] == '' then return {-4} end
+floor = tonumber(m[3] or '0')
+rel_text = m[4]
+local dig = ARGV[2]
+local k = #dig / 8
+local mask = ARGV[4]
+local n = k
+if mask ~= '' then n = #mask end
+local fields = {}
+local vals = {}
+local old = {}
+if k > 0 then
+  fields = cmsgpack.unpack(ARGV[6])
+  for j = 1, k, 1000 do
+    local hi = math.min(j + 999, k)
+    local got = redis.call('HMGET', KEYS[5], unpack(fields, j, hi))
+    for t = 1, hi - j + 1 do vals[j + t - 1] = got[t] end
+  end
+  if legacy then
+    local raw = cmsgpack.unpack(ARGV[7])
+    for j = 1, k, 1000 do
+      local hi = math.min(j + 999, k)
+      local scores = redis.call('ZMSCORE', KEYS[4], unpack(raw, j, hi))
+      for t = 1, hi - j + 1 do
+        local p = scores[t] and tonumber(scores[t])
+        if p and p > floor and not released(p) then old[j + t - 1] = true end
+      end
+    end
+  end
+end
+local start = tonumber(m[1] or '0')
 local pos = start
 local skip = {}
-local new = {}
-for i = 1, #ids do
-  local id = ids[i]
-  if not id then
+local seen = {}
+local check = ARGV[8] ~= '1'
+local add = {}
+local order = {}
+local j = 0
+for i = 1, n do
+  if mask ~= '' and string.byte(mask, i) == 48 then
     pos = pos + 1
-  elseif known[id] then
-    skip[#skip + 1] = i - 1
   else
-    known[id] = true
-    pos = pos + 1
-    new[#new + 1] = pos
-    new[#new + 1] = id
+    j = j + 1
+    local d = string.sub(dig, 8 * j - 7, 8 * j)
+    if (check and seen[d]) or old[j] or live(vals[j], d) then
+      skip[#skip + 1] = i - 1
+    else
+      if check then seen[d] = true end
+      pos = pos + 1
+      local f = fields[j]
+      local a = add[f]
+      if a then
+        add[f] = a .. d .. struct.pack('>I6', pos)
+      else
+        order[#order + 1] = f
+        add[f] = fresh(vals[j]) .. d .. struct.pack('>I6', pos)
+      end
+    end
   end
 end
 local skipped = table.concat(skip, ',')
 local s = string.format('%d', start)
+local lg = legacy and 1 or 0
 if pos == start then
-  redis.call('SET', KEYS[5], '0:' .. s .. ':' .. s .. ':' .. skipped, 'PX', ARGV[3])
-  return {0, start, start, skipped}
+  redis.call('SET', KEYS[6], '0:' .. s .. ':' .. s .. ':' .. skipped, 'PX', ARGV[3])
+  return {0, start, start, skipped, lg}
 end
 local e = string.format('%d', pos)
 redis.call('XADD', KEYS[3], e .. '-0', 'p', ARGV[1], 's', s, 'k', skipped)
-for j = 1, #new, 1000 do
-  redis.call('ZADD', KEYS[4], unpack(new, j, math.min(j + 999, #new)))
+local out = {}
+for t = 1, #order do
+  out[#out + 1] = order[t]
+  out[#out + 1] = add[order[t]]
+  if #out >= 1000 then
+    redis.call('HSET', KEYS[5], unpack(out))
+    out = {}
+  end
 end
+if #out > 0 then redis.call('HSET', KEYS[5], unpack(out)) end
 redis.call('HSET', KEYS[2], 'end', e)
-redis.call('SET', KEYS[5], '1:' .. s .. ':' .. e .. ':' .. skipped, 'PX', ARGV[3])
-return {1, start, pos, skipped}
+redis.call('SET', KEYS[6], '1:' .. s .. ':' .. e .. ':' .. skipped, 'PX', ARGV[3])
+return {1, start, pos, skipped, lg}
 """
 
 # KEYS: token. ARGV: fence ttl (ms). The record of the token's append if it ran, else
@@ -211,10 +341,20 @@ redis.call('SET', KEYS[1], 'fenced', 'PX', ARGV[1])
 return 'fenced'
 """
 
-# KEYS: config, ids. ARGV: start, end. Returns -1 if no model.
+# KEYS: config, ids (the previous layout's zset), meta. ARGV: start, end. Returns -1 if
+# no model. The digests stay where they are: the range joins meta's released ranges,
+# which lookups skip, until the floor passes it.
 _RELEASE_IDS = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], ARGV[2])
+local m = redis.call('HMGET', KEYS[3], 'floor', 'rel')
+local s = math.max(tonumber(ARGV[1]), tonumber(m[1] or '0'))
+local e = tonumber(ARGV[2])
+if e > s then
+  local item = string.format('%d:%d', s, e)
+  if m[2] and m[2] ~= '' then item = m[2] .. ',' .. item end
+  redis.call('HSET', KEYS[3], 'rel', item)
+end
 return 1
 """
 
@@ -262,11 +402,14 @@ if not c[1] then return {} end
 return c
 """
 
-# KEYS: config, log, ids, ckpt, lease. ARGV: upto, keep_ids, slice, fencing token. Returns
-# -1 if no model, -3 if the lease is lost, 2 if ids remain to drop: at most `slice`
-# positions' ids go per call, because a script blocks the whole server and a second's
-# worth of ids (100k at full load) took ~30 ms.
-_TRIM = "#!lua" + _FENCE_LIB + """
+# KEYS: config, log, ids (the previous layout's zset), ckpt, lease, meta, dedup. ARGV:
+# upto, keep_ids, slice, fencing token, sweep. Returns -1 if no model, -3 if the lease is
+# lost, 2 if ids remain to drop. Forgetting the new layout's ids is one write, the floor
+# (lookups skip what is below it); their records go when an append rewrites their field,
+# and `sweep` fields per call are cleaned here (models that stop learning). The zset of
+# the previous layout loses at most `slice` positions' ids per call, because a script
+# blocks the whole server and a second's worth of ids (100k at full load) took ~30 ms.
+_TRIM = "#!lua" + _FENCE_LIB + _DEDUP_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if lease_lost(KEYS[5], ARGV[4]) then return -3 end
 local cur = redis.call('HGET', KEYS[4], 'version')
@@ -274,17 +417,61 @@ if not cur then return 0 end
 local upto = math.min(tonumber(ARGV[1]), tonumber(cur))
 redis.call('XTRIM', KEYS[2], 'MINID', string.format('%d-0', upto + 1))
 local drop = upto - tonumber(ARGV[2])
-if drop >= 1 then
-  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  if first[2] then
-    local hi = math.min(drop, tonumber(first[2]) + tonumber(ARGV[3]) - 1)
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', hi))
-    if hi < drop then return 2 end
+if drop < 1 then return 1 end
+local m = redis.call('HMGET', KEYS[6], 'floor', 'rel', 'nb', 'sweep')
+floor = tonumber(m[1] or '0')
+if drop > floor then
+  floor = drop
+  redis.call('HSET', KEYS[6], 'floor', string.format('%d', drop))
+  if m[2] then
+    local keep = {}
+    for a, b in string.gmatch(m[2], '(%d+):(%d+)') do
+      if tonumber(b) > drop then keep[#keep + 1] = a .. ':' .. b end
+    end
+    if #keep > 0 then
+      redis.call('HSET', KEYS[6], 'rel', table.concat(keep, ','))
+    else
+      redis.call('HDEL', KEYS[6], 'rel')
+    end
   end
+end
+local nb = tonumber(m[3] or '0')
+if nb > 0 and redis.call('EXISTS', KEYS[7]) == 1 then
+  local c = tonumber(m[4] or '0') % nb
+  local count = math.min(nb, tonumber(ARGV[5]))
+  local fs = {}
+  for t = 0, count - 1 do fs[#fs + 1] = (c + t) % nb end
+  local vs = redis.call('HMGET', KEYS[7], unpack(fs))
+  local put = {}
+  local gone = {}
+  for t = 1, #fs do
+    local v = vs[t]
+    if v then
+      local w = fresh(v)
+      if w == '' then
+        gone[#gone + 1] = fs[t]
+      elseif #w < #v then
+        put[#put + 1] = fs[t]
+        put[#put + 1] = w
+      end
+    end
+  end
+  if #gone > 0 then redis.call('HDEL', KEYS[7], unpack(gone)) end
+  if #put > 0 then redis.call('HSET', KEYS[7], unpack(put)) end
+  redis.call('HSET', KEYS[6], 'sweep', string.format('%d', (c + count) % nb))
+end
+local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if first[2] then
+  local hi = math.min(drop, tonumber(first[2]) + tonumber(ARGV[3]) - 1)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', hi))
+  if hi < drop then return 2 end
 end
 return 1
 """
-_TRIM_SLICE = 5_000
+_TRIM_SLICE = 5_000  # positions whose ids a trim drops per call from the previous zset
+_SWEEP_FIELDS = 256  # dedup fields a trim call cleans of forgotten records
+_IDS_PER_FIELD = 8  # remembered ids per dedup field at the dedup window
+_MIN_FIELDS = 2_048  # dedup fields at least (the ids since the last checkpoint spread too)
 
 # -- leases and the replica registry ----------------------------------------------------
 
@@ -528,12 +715,24 @@ class RedisStore:
     append_client : redis.Redis or redis.RedisCluster, optional
         The client appends go through, with a socket timeout ``resolve_timeout`` longer
         than ``client``'s (:meth:`from_url` makes one); default ``client``.
+    dedup_window : int
+        The ids a model is expected to remember (the service's ``dedup_window``): models
+        this store creates spread their dedup window over ``max(2048, dedup_window / 8)``
+        fields (see the module docstring). Only the memory and the append's cost depend
+        on it, never what is remembered.
     """
 
     def __init__(self, client: Any, *, prefix: str = "aucstream",
-                 resolve_timeout: float = 10.0, append_client: Any = None) -> None:
+                 resolve_timeout: float = 10.0, append_client: Any = None,
+                 dedup_window: int = 100_000) -> None:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"a Redis key prefix must be non-empty without braces; got {prefix!r}")
+        window = check_position(dedup_window, "dedup_window")
+        self._fields = max(_MIN_FIELDS, -(-window // _IDS_PER_FIELD))
+        # per model name: its field count where it differs from ours (made by a store
+        # with another window), and whether it still has the previous layout's zset
+        self._model_fields: dict[str, int] = {}
+        self._legacy: set[str] = set()
         self._r = client
         self._w = client if append_client is None else append_client
         self._resolve_timeout = resolve_timeout
@@ -578,6 +777,7 @@ class RedisStore:
         socket_timeout: float = 5.0,
         connect_timeout: float = 2.0,
         resolve_timeout: float = 10.0,
+        dedup_window: int = 100_000,
     ) -> RedisStore:
         """A store on ``redis://[:password@]host:port/db`` (or ``rediss://``, ``unix://``).
 
@@ -609,10 +809,11 @@ class RedisStore:
                     f"Redis Cluster at {plain.rpartition('@')[2]} unavailable: {exc}"
                 ) from exc
             return cls(cluster, prefix=prefix, resolve_timeout=resolve_timeout,
-                       append_client=appender)
+                       append_client=appender, dedup_window=dedup_window)
         return cls(redis.Redis.from_url(url, **options), prefix=prefix,
                    resolve_timeout=resolve_timeout,
-                   append_client=redis.Redis.from_url(append_url, **options))
+                   append_client=redis.Redis.from_url(append_url, **options),
+                   dedup_window=dedup_window)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self._prefix!r})"
@@ -657,7 +858,8 @@ class RedisStore:
             # Index first (and again after): a crash in between leaves a stale index
             # entry, which list_models filters out, never a model missing from the index.
             self._r.sadd(self._index, name)
-            if not self._create(keys=keys, args=[text, repr(time.time()), version, blob]):
+            if not self._create(keys=keys, args=[text, repr(time.time()), version, blob,
+                                                 self._fields]):
                 raise ModelExists(f"Model {name!r} exists already")
             self._r.sadd(self._index, name)
 
@@ -683,32 +885,52 @@ class RedisStore:
         with self._guard("delete_model"):
             if not self._delete(keys=keys):
                 self._not_found(name)
+            self._model_fields.pop(name, None)
+            self._legacy.discard(name)
             self._r.srem(self._index, name)
             # A create of the same name may have raced between the two writes above.
             if self._r.exists(keys[0]):
                 self._r.sadd(self._index, name)
 
     def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
-        keys = self._keys(name, "config", "meta", "log", "ids", f"tok:{uuid.uuid4().hex}")
+        keys = self._keys(name, "config", "meta", "log", "ids", "dedup",
+                          f"tok:{uuid.uuid4().hex}")
         ids = check_event_ids(event_ids)
         data = bytes(payload)
-        packed = msgpack.packb([False if eid is None else eid for eid in ids])
+        given = [eid for eid in ids if eid is not None]
+        digests = b"".join([_digest(eid) for eid in given])
+        mask = b"" if len(given) == len(ids) else bytes(49 if eid is not None else 48
+                                                         for eid in ids)
+        distinct = b"1" if len(set(given)) == len(given) else b"0"
         started = time.monotonic()
-        try:
-            res = self._append(keys=keys, args=[data, packed, self._token_ttl_ms])
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            if _before_sending(exc):
+        while True:
+            fields = self._model_fields.get(name, self._fields)
+            legacy = name in self._legacy
+            args = [data, digests, self._token_ttl_ms, mask, fields, _fields_of(digests, fields),
+                    msgpack.packb(given) if legacy else b"", distinct]
+            try:
+                res = self._append(keys=keys, args=args)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if _before_sending(exc):
+                    raise self._unavailable("append", exc) from exc
+                deadline = started + self._append_time
+                return _result(self._find_out(name, keys[5], exc, deadline), data)
+            except (redis.RedisError, RedisClusterException) as exc:
+                # the server refused the script (OOM, READONLY, LOADING, ...): it did not run
                 raise self._unavailable("append", exc) from exc
-            deadline = started + self._append_time
-            return _result(self._find_out(name, keys[4], exc, deadline), data)
-        except (redis.RedisError, RedisClusterException) as exc:
-            # the server refused the script (OOM, READONLY, LOADING, ...): it did not run
-            raise self._unavailable("append", exc) from exc
+            if res[0] == -4:  # the model has the previous layout's zset: send the ids too
+                self._legacy.add(name)
+            elif res[0] == -5:  # made with another field count
+                self._model_fields[name] = int(res[1])
+            else:
+                break
         if res[0] == -1:
             self._not_found(name)
         if res[0] == -2:  # a resend of a script that ran or was fenced
             return _result(self._checked(name, res[1]), data)
-        written, start, end, skipped = res
+        written, start, end, skipped, zset = res
+        if not zset:
+            self._legacy.discard(name)
         return _result(b"%d:%d:%d:%s" % (written, start, end, skipped), data)
 
     def _find_out(self, name: str, token_key: str, cause: Exception,
@@ -766,7 +988,7 @@ class RedisStore:
         return out
 
     def release_ids(self, name: str, start: int, end: int) -> None:
-        keys = self._keys(name, "config", "ids")
+        keys = self._keys(name, "config", "ids", "meta")
         start = check_position(start, "start")
         end = check_position(end, "end")
         with self._guard("release_ids"):
@@ -821,7 +1043,7 @@ class RedisStore:
         return Checkpoint(version=int(version), blob=bytes(blob), created_at=float(created_at))
 
     def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
-        keys = self._keys(name, "config", "log", "ids", "ckpt", "lease")
+        keys = self._keys(name, "config", "log", "ids", "ckpt", "lease", "meta", "dedup")
         upto = check_position(upto, "upto")
         keep_ids = check_position(keep_ids, "keep_ids")
         token = check_token(token)
@@ -829,7 +1051,8 @@ class RedisStore:
         res = 2
         while res == 2:
             with self._guard("trim"):
-                res = self._trim(keys=keys, args=[upto, keep_ids, _TRIM_SLICE, fence])
+                res = self._trim(keys=keys, args=[upto, keep_ids, _TRIM_SLICE, fence,
+                                                  _SWEEP_FIELDS])
         if res == -1:
             self._not_found(name)
         if res == -3:
@@ -968,6 +1191,19 @@ class RedisStore:
         self._r.close()
         if self._w is not self._r:
             self._w.close()
+
+
+def _digest(event_id: str) -> bytes:
+    """The 8 bytes the dedup window remembers an event id by: BLAKE2b-64 of its UTF-8."""
+    return hashlib.blake2b(event_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def _fields_of(digests: bytes, fields: int) -> bytes:
+    """msgpack [field of each 8-byte digest]: the digest (big-endian) mod ``fields``, in
+    decimal."""
+    at = np.frombuffer(digests, dtype=">u8") % np.uint64(fields)
+    # (strings: the script passes them on as they are; a Lua number would be formatted)
+    return cast(bytes, msgpack.packb(at.astype(np.bytes_).tolist(), use_bin_type=False))
 
 
 def _result(record: bytes, payload: bytes) -> AppendResult:

@@ -6,7 +6,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import msgpack
 import pytest
 
 from aucstream.service.store import (
@@ -16,6 +15,7 @@ from aucstream.service.store import (
     StoreUnavailable,
     open_store,
 )
+from aucstream.service.store.redis_store import _digest, _fields_of
 from tests.redis_servers import RedisServer, fast_redis_store, free_port
 
 
@@ -131,14 +131,24 @@ def test_a_fenced_append_is_never_written(own_redis: RedisServer) -> None:
     key = f"{store._prefix}:{{m}}:{token}"
     with pytest.raises(StoreUnavailable, match="fenced"):
         store._find_out("m", key, TimeoutError("cut off"), time.monotonic() + 1)
-    keys = [f"{store._prefix}:{{m}}:{part}" for part in ("config", "meta", "log", "ids")]
-    res = store._append(keys=[*keys, key], args=[b"late", msgpack.packb(["z"]), 60_000])
+    keys = [f"{store._prefix}:{{m}}:{part}"
+            for part in ("config", "meta", "log", "ids", "dedup")]
+
+    def args(payload: bytes, ids: list[str | None]) -> list[object]:
+        """The append script's arguments, as RedisStore.append sends them."""
+        given = [i for i in ids if i is not None]
+        digests = b"".join(_digest(i) for i in given)
+        mask = b"" if len(given) == len(ids) else bytes(49 if i else 48 for i in ids)
+        return [payload, digests, 60_000, mask, store._fields,
+                _fields_of(digests, store._fields), b"", b"1"]
+
+    res = store._append(keys=[*keys, key], args=args(b"late", ["z"]))
     assert res == [-2, b"fenced"]
     assert store.log_bounds("m") == (2, 0, 4)
     assert store.append("m", b"p", ["z"]).version == 5  # the id was not taken either
     # an append that ran: the fence returns its record instead
     ran = f"{store._prefix}:{{m}}:tok:" + "a" * 32
-    store._append(keys=[*keys, ran], args=[b"ran", msgpack.packb([False]), 60_000])
+    store._append(keys=[*keys, ran], args=args(b"ran", [None]))
     assert store._find_out("m", ran, TimeoutError("cut off"), time.monotonic() + 1) == b"1:5:6:"
     store.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import msgpack
 import pytest
 
@@ -32,7 +34,7 @@ def test_key_layout(redis_server: RedisServer) -> None:
             "lay:{m}:config": b"hash",
             "lay:{m}:meta": b"hash",
             "lay:{m}:log": b"stream",
-            "lay:{m}:ids": b"zset",
+            "lay:{m}:dedup": b"hash",
             "lay:{m}:ckpt": b"hash",
             "lay:{m}:imp": b"hash",
             "lay:{m}:imp:shown:pending": b"zset",
@@ -46,7 +48,15 @@ def test_key_layout(redis_server: RedisServer) -> None:
         ((entry_id, fields),) = r.xrange("lay:{m}:log") or []
         assert entry_id == b"2-0"
         assert fields == {b"p": b"\x00payload", b"s": b"0", b"k": b"2"}
-        assert r.zrange("lay:{m}:ids", 0, -1, withscores=True) == [(b"a", 1.0), (b"b", 2.0)]
+        # the dedup window: field digest mod nb -> records (8-byte digest, 6-byte position)
+        nb = int(r.hget("lay:{m}:meta", "nb"))
+        assert nb == store._fields
+        want: dict[bytes, bytes] = {}
+        for pos, eid in ((1, b"a"), (2, b"b")):
+            d = hashlib.blake2b(eid, digest_size=8).digest()
+            f = b"%d" % (int.from_bytes(d, "big") % nb)
+            want[f] = want.get(f, b"") + d + pos.to_bytes(6, "big")
+        assert r.hgetall("lay:{m}:dedup") == want
         assert r.hget("lay:{m}:ckpt", "blob") == b"\x80state"  # raw bytes, no pickle
         assert r.hget("lay:{m}:meta", "end") == b"2"
         # impressions: id -> msgpack [payload, shown_at, expires_at, status]; per status
@@ -111,7 +121,7 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
     store.save_checkpoint(name, 1, b"s")
     r = redis_cluster.nodes[0].client()
     try:
-        suffixes = ("config", "meta", "log", "ids", "ckpt", "pins", "tok:" + "0" * 32,
+        suffixes = ("config", "meta", "log", "ids", "dedup", "ckpt", "pins", "tok:" + "0" * 32,
                     "lease", "lease:last", *_IMP_KEYS)
         slots = {r.cluster("KEYSLOT", f"slot:{{{name}}}:{x}") for x in suffixes}
         assert len(slots) == 1
