@@ -441,7 +441,8 @@ def section(rows: list[WarmRow], solvers: list[SolverRow], stream: Stream, cfg: 
         + "; the Nyström learners only buffer then: their map kernels compile in the "
         "warm-up)",
         "- Δ vs numpy: max |w − w_numpy| / max |w_numpy| after the oracle's events (w̃ "
-        "for NSAUC). The batch learners' solvers stop on the same rule, not at the same "
+        "for the ASAM family: nsauc, nasam, npsam, fasam). The batch learners' solvers "
+        "stop on the same rule, not at the same "
         "bits, so their Δ is the solver tolerance's",
         "",
         table(rows),
