@@ -76,13 +76,14 @@ def audit_model(store: Any, name: str, mark_index: int | None, reqs: list[Req],
     """Audit one model's log against the requests sent to it (``Req.model == name``)."""
     from aucstream import models
     from aucstream.service.codec import decode_batch
-    from aucstream.service.encoding import FeatureEncoder
+    from aucstream.service.hosting import HostedModel
 
     out = ModelAudit(name)
     config = store.get_config(name)
-    encoder = FeatureEncoder(config["features"])
-    learner = models.create(config["learner"], n_features=encoder.n_features,
-                            seed=config["seed"], **config["params"])
+    # the learner the config builds, fed as the service's applier feeds it (a compact
+    # hashed model through its column index)
+    replica = HostedModel(config)
+    encoder = replica.encoder
     refusal = getattr(models, "NonFiniteError", None)
     _, first, _ = store.log_bounds(name)
     out.trimmed = first != 0
@@ -97,7 +98,7 @@ def audit_model(store: Any, name: str, mark_index: int | None, reqs: list[Req],
         out.rows += y.shape[0]
         if not out.replay_error and y.shape[0]:
             try:
-                learner.score_then_learn(X, y)
+                replica._learn(X, y)
             except Exception as exc:
                 if refusal is None or not isinstance(exc, refusal):
                     out.replay_error = (f"entry {entry.start}..{entry.end}: "
@@ -109,7 +110,7 @@ def audit_model(store: Any, name: str, mark_index: int | None, reqs: list[Req],
     out.learned = int(allm.size)
     out.unreadable = int(np.count_nonzero(allm < 0))
     if probe_items is not None and not out.replay_error:
-        out.scores = learner.score(encoder.encode(probe_items, field="items").learner_input())
+        out.scores = replica._make_snapshot().score(encoder.encode(probe_items, field="items"))
     mine = [r for r in reqs if r.model == name]
     top = max([r.k0 + r.n for r in mine] + [int(allm.max()) + 1 if allm.size else 1])
     counts = np.bincount(allm[allm >= 0], minlength=top)

@@ -150,8 +150,9 @@ class Auto(Learner):
     -----
     The built-in set (:func:`default_candidates`): CBR-diag over C ∈ {1e-4, 1e-3, 1e-2,
     1e-1} (without 1e-1 for hashed input) and SOLAM, chosen on served quality over the
-    project's datasets and the ad-click feed (bench/RESULTS.md). Learning costs the sum
-    of the candidates' costs; scoring costs the served candidate's only.
+    project's datasets and the ad-click feed (bench/RESULTS.md), and logistic regression
+    by NAG (VW's update). Learning costs the sum of the candidates' costs; scoring costs
+    the served candidate's only.
 
     Examples
     --------
@@ -162,7 +163,7 @@ class Auto(Learner):
     >>> y = (X[:, 0] - X[:, 1] + 0.5 * rng.normal(size=3000) > 1).astype(int)
     >>> lrn = models.create("auto", n_features=5, seed=0, block=250, min_events=500)
     >>> [c["params"].get("C", c["learner"]) for c in lrn.candidates]
-    [0.0001, 0.001, 0.01, 0.1, 'solam']
+    [0.0001, 0.001, 0.01, 0.1, 'solam', 'logistic_nag']
     >>> _ = lrn.learn(X[:2000], y[:2000])
     >>> round(float(models.auc(y[2000:], lrn.score(X[2000:]))), 2) > 0.9
     True
@@ -269,6 +270,16 @@ class Auto(Learner):
         """A candidate may replace an array of its state (sparse buffers grow); the
         prefixed entries follow it."""
         self._state.update(self._child_arrays())
+
+    def resize(self, n_features: int) -> None:
+        """Grow every candidate's input dimension (see ``Learner.resize``)."""
+        if n_features < self.n_features:
+            raise ValueError(f"{self.name} can only grow: {n_features} < {self.n_features}")
+        self._check_not_frozen()
+        for child in self._children:
+            child.resize(n_features)
+        self.n_features = n_features
+        self._sync_child_arrays()
 
     # ----------------------------------------------------------------- learning
     def _child_batch(self, child: Learner, batch: Batch) -> Batch:

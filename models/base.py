@@ -86,6 +86,12 @@ def from_state(state: dict[str, Any]) -> Learner:
     return _lookup(state["learner"])._from_state(state)
 
 
+_FEATURE_AXES: dict[tuple, dict[str, int]] = {}  # see Learner._feature_axes
+# Instance scratch a learner re-creates lazily (getattr(self, name, None) is None): the
+# journal's column marks, the journal plan, a kernel workspace, the journal log.
+_SCRATCH = ("_seen", "_plan", "_work", "_log")
+
+
 class Learner:
     """Base class: parameter validation, input checks, state round trip.
 
@@ -176,6 +182,59 @@ class Learner:
         journal = getattr(self, "_journal", None)
         if journal is not None:
             journal.keep_whole(self._state, keys)
+
+    # ----------------------------------------------------------------- resizing
+    def resize(self, n_features: int) -> None:
+        """Grow the input dimension to ``n_features`` in place (compact feature indices:
+        a hashed model's learner is sized to the features it has seen). The existing
+        features keep their state; the new ones start as a fresh learner's features do,
+        i.e. exactly as unseen columns of a learner sized ``n_features`` from the start.
+        Sparse-capable learners with sparse storage only (their per-feature state is
+        vectors along the feature axis; nothing else depends on the dimension)."""
+        if not self.accepts_sparse or self.params.get("storage", "sparse") != "sparse":
+            raise TypeError(f"{self.name} with {self.params.get('storage')} storage cannot "
+                            "be resized")
+        if n_features < self.n_features:
+            raise ValueError(f"{self.name} can only grow: {n_features} < {self.n_features}")
+        if n_features == self.n_features:
+            return
+        self._check_not_frozen()
+        fresh = type(self)(n_features=n_features, seed=self.seed, **self.params)
+        for key, axis in self._feature_axes().items():
+            grown = fresh._state[key]
+            old = self._state[key]
+            where = [slice(None)] * old.ndim
+            where[axis] = slice(0, old.shape[axis])
+            grown[tuple(where)] = old
+            self._state[key] = grown
+        self.n_features = n_features
+        # scratch sized by the dimension, and plans naming the old arrays: every learner
+        # keeps such scratch under these names and re-creates it when it is None
+        for scratch in _SCRATCH:
+            if getattr(self, scratch, None) is not None:
+                setattr(self, scratch, None)
+
+    def _feature_axes(self) -> dict[str, int]:
+        """State arrays with a feature axis, and which: the arrays whose shape follows
+        the dimension (found by comparing fresh learners one feature apart, once per
+        class and parameters)."""
+        key = (type(self), tuple(sorted((k, repr(v)) for k, v in self.params.items())))
+        axes = _FEATURE_AXES.get(key)
+        if axes is None:
+            d = 8
+            a = type(self)(n_features=d, seed=0, **self.params)._state
+            b = type(self)(n_features=d + 1, seed=0, **self.params)._state
+            axes = {}
+            for k, v in a.items():
+                if isinstance(v, np.ndarray) and v.shape != b[k].shape:
+                    diff = [i for i, (x, z) in enumerate(zip(v.shape, b[k].shape,
+                                                              strict=True)) if x != z]
+                    if len(diff) != 1 or v.shape[diff[0]] != d:
+                        raise TypeError(f"{self.name} cannot be resized: state {k!r} has "
+                                        f"shape {v.shape} at {d} features")
+                    axes[k] = diff[0]
+            _FEATURE_AXES[key] = axes
+        return axes
 
     # ----------------------------------------------------------------- public verbs
     def learn(self, X: Any, y: Any) -> Learner:

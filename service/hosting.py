@@ -44,6 +44,7 @@ from .codec import (
     encode_state,
 )
 from .encoding import EncodedBatch, FeatureEncoder
+from .feature_index import INITIAL_SLOTS, FeatureIndex, FrozenIndex, next_size
 from .feedback import Feedback, RequestAUC, sweep_timeouts
 from .metrics import Metrics
 from .ownership import preferred_owner, replica_id
@@ -172,9 +173,12 @@ class Snapshot:
     scaler: StandardScaler | None
     dense_input: bool = False  # hashed rows densified for a dense-only learner
     calibration: tuple[float, float] = (0.0, 0.0)  # Platt's (a, b): p = σ(a·score + b)
+    index: FrozenIndex | None = None  # compact models: hashed column -> learner column
 
     def score(self, batch: EncodedBatch) -> np.ndarray:
         X = batch.learner_input()
+        if self.index is not None:
+            X = self.index.lookup(X, self.scorer.n_features)
         if self.dense_input:
             X = densify(X, self.scorer.n_features)
         if self.scaler is not None:
@@ -202,6 +206,16 @@ def _sparse_learners() -> list[str]:
     return [n for n in models.available() if models.base._lookup(n).accepts_sparse]
 
 
+def _resizable(learner: str, params: dict[str, Any]) -> bool:
+    """Can this learner grow its input dimension (``Learner.resize``)? Then a hashed
+    model's learner is sized to the columns it has seen (a compact model)."""
+    try:
+        models.create(learner, n_features=8, **params).resize(16)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def build_config(name: str, learner: str, params: dict[str, Any], features: dict[str, Any],
                  seed: int, standardize: bool, rolling_window: int,
                  feedback: dict[str, Any] | None = None,
@@ -226,6 +240,8 @@ def build_config(name: str, learner: str, params: dict[str, Any], features: dict
         raise ModelConfigError(("params",), str(exc)) from None
     # Store the resolved parameters ('auto' choices made concrete) so that every replica
     # builds the same learner whatever its version's defaults.
+    compact = features["kind"] == "hashed" and encoder.n_features > INITIAL_SLOTS \
+        and _resizable(learner, lrn.params)
     return {
         "name": name,
         "learner": learner,
@@ -236,6 +252,7 @@ def build_config(name: str, learner: str, params: dict[str, Any], features: dict
         "rolling_window": rolling_window,
         "feedback": None if feedback is None else dict(feedback),
         "ingest": None if ingest is None else dict(ingest),
+        "compact": compact,
         "created_at": time.time(),
         "uid": uuid.uuid4().hex,
     }
@@ -258,8 +275,11 @@ class HostedModel:
         self.served_auc = models.RollingAUC(config["rolling_window"])
         self._served_lock = threading.Lock()
         self.request_auc = RequestAUC()  # per-request (group) AUC, per process too
-        self.learner = models.create(config["learner"], n_features=self.encoder.n_features,
-                                     seed=config["seed"], **config["params"])
+        # compact: the learner is sized to the hashed columns seen (feature_index.py)
+        self.index = FeatureIndex() if config.get("compact") else None
+        self.learner = models.create(
+            config["learner"], seed=config["seed"], **config["params"],
+            n_features=INITIAL_SLOTS if self.index is not None else self.encoder.n_features)
         # a dense-only learner on hashed features (few bits) gets its rows densified
         self._dense_input = self.encoder.kind == "hashed" and not self.learner.accepts_sparse
         n = self.encoder.n_features
@@ -323,7 +343,8 @@ class HostedModel:
         scaler = self.scaler.copy() if self.scaler is not None else None
         self._published_at = time.monotonic()
         return Snapshot(self.version, self.learner.snapshot(), scaler, self._dense_input,
-                        self.calibration.coef)
+                        self.calibration.coef,
+                        None if self.index is None else self.index.frozen())
 
     @property
     def snapshot(self) -> Snapshot:
@@ -513,7 +534,13 @@ class HostedModel:
             metrics.refused.labels(self.name).inc(refused)
 
     def _learn(self, X: Any, y: np.ndarray) -> np.ndarray:
-        """Scaler, then learner, test-then-train; all or nothing (NonFiniteError)."""
+        """Scaler, then learner, test-then-train; all or nothing (NonFiniteError). A
+        compact model first gives unseen columns their slots (kept even if the entry is
+        refused: every replica assigns the same, and a slot alone changes no score)."""
+        if self.index is not None:
+            X = self.index.assign(X)
+            if self.index.count + 1 > self.learner.n_features:  # column 0 never assigned
+                self.learner.resize(next_size(self.index.count + 1, self.learner.n_features))
         if self._dense_input:
             X = densify(X, self.learner.n_features)
         if self.scaler is None:
@@ -557,6 +584,7 @@ class HostedModel:
             "scaler": self.scaler.get_state() if self.scaler is not None else None,
             "rolling": self.rolling.get_state(),
             "calibration": self.calibration.get_state(),
+            **({} if self.index is None else {"feature_index": self.index.columns()}),
             # recent refusals, for the followers' requests that appended those entries
             "refusals": np.array([[start, r.event] for start, r in
                                   list(self._refusals.items())[-_PUBLISHED_REFUSALS:]],
@@ -571,8 +599,17 @@ class HostedModel:
         if state.get("uid") != self.uid or state.get("version") != version:
             raise ValueError(f"checkpoint of {self.name!r} belongs to another model generation")
         learner = models.from_state(state["learner"])
-        if learner.name != self.config["learner"] or learner.n_features != self.encoder.n_features:
+        index = None
+        if self.index is not None:
+            if "feature_index" not in state:
+                raise ValueError(f"checkpoint of {self.name!r} has no feature index")
+            index = FeatureIndex(state["feature_index"])
+        width = self.encoder.n_features if index is None else learner.n_features
+        if (learner.name != self.config["learner"] or learner.n_features != width
+                or (index is not None and not index.count + 1 <= width
+                    <= max(INITIAL_SLOTS, self.encoder.n_features))):
             raise ValueError(f"checkpoint of {self.name!r} holds a different learner")
+        self.index = index
         self.learner = learner
         if self.scaler is not None:
             self.scaler = StandardScaler.from_state(state["scaler"])
@@ -725,6 +762,8 @@ class HostedModel:
         total = self.learner.nbytes + snap.scorer.nbytes + self.rolling.nbytes
         total += self.calibration.nbytes
         total += self.encoder.cache_bytes
+        if self.index is not None:
+            total += self.index.nbytes() + (0 if snap.index is None else snap.index.nbytes())
         for scaler in (self.scaler, snap.scaler):
             total += 0 if scaler is None else scaler.nbytes
         return total
@@ -853,6 +892,9 @@ class ModelHost:
                                   c["standardize"], c["rolling_window"], c.get("feedback"))
         except (ModelConfigError, TypeError, KeyError) as exc:
             raise ImportRefused(f"the export's config is refused: {exc}") from None
+        # the state's layout is the export's: full-sized if it was made before compact
+        # models, or of a learner that cannot grow
+        config["compact"] = bool(c.get("compact")) and config["compact"]
         version = doc["version"]
         state["uid"] = config["uid"]  # the checkpoint of this new model generation
         try:  # it must restore here before it is stored

@@ -31,6 +31,8 @@ from aucstream.models.preprocessing import StandardScaler
 
 from . import fastjson
 from .encoding import FeatureEncoder
+from .feature_index import FeatureIndex
+from .ingest import is_one_array
 
 __all__ = ["warm_up"]
 
@@ -91,6 +93,13 @@ def _warm_extras() -> None:
     fastjson.parse_learn(dense, {"kind": "dense", "dim": 2}, 10)
     fastjson.parse_score(b'{"model": "w", "items": [{"x": [1, 2]}], "top_k": 1}',
                          {"kind": "dense", "dim": 2}, 10)
+    # compact hashed models' column index, and stream entries' shape check
+    index = FeatureIndex()
+    csr = (np.array([0, 2, 3]), np.array([7, 3, 7]), np.array([1.0, 2.0, 3.0]))
+    index.assign(csr)
+    index.frozen().lookup(csr, 2)
+    FeatureIndex(index.columns())
+    is_one_array(b"[]")
 
 
 _DONE = threading.Event()

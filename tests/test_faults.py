@@ -18,7 +18,7 @@ from loadtest._faults_load import DENSE, HASHED, POISON, Req, marked_event, mark
 from loadtest._faults_run import Options, run_one
 
 CONFIG = {"name": "m", "learner": "cbr_fifo", "params": {}, "features": DENSE.features,
-          "seed": 0, "standardize": False, "rolling_window": 100}
+          "seed": 0, "standardize": False, "rolling_window": 100, "uid": "m"}
 
 
 def test_markers_survive_encoding_both_kinds() -> None:

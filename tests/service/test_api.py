@@ -436,16 +436,21 @@ def test_scoring_never_waits_for_a_batch_being_applied(client):
 
 
 def test_each_model_reports_its_memory(client):
-    spec = {"name": "big", "learner": "cbr_diag_fifo", "features": {"kind": "hashed", "bits": 20}}
+    spec = {"name": "big", "learner": "cbr_diag_fifo", "features": {"kind": "dense",
+                                                                      "dim": 2**16}}
     assert client.post("/models", json=spec).status_code == 201
-    small = {**spec, "name": "small", "features": {"kind": "hashed", "bits": 10}}
+    small = {**spec, "name": "small", "features": {"kind": "dense", "dim": 16}}
     assert client.post("/models", json=small).status_code == 201
     big = client.get("/models/big").json()["memory_bytes"]
-    # μ and g (8 MB each at 2^20) and the snapshot's copy of μ: at least 24 MB
-    assert 3 * 8 * 2**20 <= big < 64 * 2**20
-    assert client.get("/models/small").json()["memory_bytes"] < big / 10
+    # μ and g (512 kB each at 2^16) and the snapshot's copy of μ: at least 1.5 MB
+    assert 3 * 2**19 <= big < 16 * 2**20
+    assert client.get("/models/small").json()["memory_bytes"] < big / 5
     listed = {m["name"]: m["memory_bytes"] for m in client.get("/models").json()["models"]}
     assert listed["big"] == big
+    # a hashed model is sized to the columns it has learned: 2^20 of them cost nothing yet
+    hashed = {**spec, "name": "hashed", "features": {"kind": "hashed", "bits": 20}}
+    assert client.post("/models", json=hashed).status_code == 201
+    assert client.get("/models/hashed").json()["memory_bytes"] < 2**20
 
 
 def test_every_status_has_the_documented_error_body(client):

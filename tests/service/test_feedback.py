@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from aucstream import models
+from tests.service.reference import Straight
 from tests.service.test_api import HASHED, hashed_events
 
 FEEDBACK = {**HASHED, "feedback": {"window_s": 600}}
@@ -59,7 +59,7 @@ def test_labels_by_id_learn_the_scored_rows_once(app_client):
     assert r == {"accepted": 20, "duplicates": 3, "version": 60, "unmatched": ["nope"]}
     # what was learned is the scored rows with their labels, in log order
     host = c.app.state.host
-    ref = models.create("cbr_diag_fifo", n_features=1 << 18)
+    ref = Straight(host.get("h").config)
     enc = host.get("h").encoder
     ref.learn(enc.encode([{"features": it["features"]} for it in items]).learner_input(),
               labels)
@@ -78,7 +78,7 @@ def test_a_request_mixes_full_events_and_labels_in_order(app_client):
               {"id": "imp0", "label": labels[0]}, full[3]]
     r = c.post("/learn", json={"model": "h", "events": events}).json()
     assert r["accepted"] == 6 and r["unmatched"] == []
-    ref = models.create("cbr_diag_fifo", n_features=1 << 18)
+    ref = Straight(c.app.state.host.get("h").config)
     enc = c.app.state.host.get("h").encoder
     rows = [full[0]["features"], items[3]["features"], full[1]["features"],
             full[2]["features"], items[0]["features"], full[3]["features"]]
@@ -208,7 +208,7 @@ def test_both_parse_paths_keep_items(app_client):
                                                         {"id": "x2", "label": 0}]}).json()
     assert r["accepted"] == 2 and r["unmatched"] == []
     lrn = c.app.state.host.get("h").learner
-    ref = models.create("cbr_diag_fifo", n_features=1 << 18)
+    ref = Straight(c.app.state.host.get("h").config)
     enc = c.app.state.host.get("h").encoder
     ref.learn(enc.encode([{"features": {"f": "a"}}] * 2).learner_input(), [1, 0])
     assert np.array_equal(lrn.get_state()["mu_"], ref.get_state()["mu_"])

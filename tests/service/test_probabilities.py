@@ -41,9 +41,9 @@ def test_the_calibration_is_the_same_as_one_fed_the_prequential_pairs(app_client
     for i in range(0, 1500, 300):
         c.post("/learn", json={"model": "h", "events": events[i:i + 300]})
     model = c.app.state.host.get("h")
-    from aucstream import models
+    from tests.service.reference import Straight
 
-    lrn = models.create("solam", n_features=1 << 18)
+    lrn = Straight(model.config)
     cal = PlattCalibrator()
     enc = model.encoder
     for i in range(0, 1500, 300):

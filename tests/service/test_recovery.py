@@ -10,16 +10,16 @@ import pytest
 from aucstream import models
 from aucstream.service.codec import decode_batch
 from aucstream.service.store import open_store
+from tests.service.reference import Straight
 from tests.service.test_api import DENSE, HASHED, dense_events, hashed_events
 
 
-def _log_order_reference(settings, name: str, learner: str, n_features: int, **params):
-    """A fresh learner fed exactly the store's log, in log order (duplicates skipped).
-
-    Only for logs that were never trimmed (no checkpoint yet).
+def _log_order_reference(settings, name: str) -> Straight:
+    """The model's learner, fresh, fed exactly the store's log, in log order (duplicates
+    skipped). Only for logs that were never trimmed (no checkpoint yet).
     """
     store = open_store(settings.redis_url, settings.data_dir, prefix=settings.redis_prefix)
-    ref = models.create(learner, n_features=n_features, **params)
+    ref = Straight(store.get_config(name))
     for entry in store.read_log(name, 0):
         y, X = decode_batch(entry.payload)
         keep = np.ones(y.shape[0], bool)
@@ -87,7 +87,7 @@ def test_recovery_replays_a_sparse_model_with_duplicates(app_client, settings_fo
     sa = a.post("/score", json={"model": "h", "items": items}).json()["scores"]
     sb = b.post("/score", json={"model": "h", "items": items}).json()["scores"]
     assert sa == sb
-    ref = _log_order_reference(settings_for(), "h", "solam", 1 << 18, storage="sparse")
+    ref = _log_order_reference(settings_for(), "h")
     enc = b.app.state.host.get("h").encoder.encode(items)
     assert np.array_equal(ref.score(enc.learner_input()), np.array(sb))
 
