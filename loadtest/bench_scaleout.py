@@ -47,7 +47,9 @@ import os
 import platform
 import random
 import re
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -211,6 +213,34 @@ def count_signs(text: str) -> dict[str, int]:
     return {k: len(re.findall(v, text)) for k, v in LOG_SIGNS.items()}
 
 
+# A replica's threads by role (their Python names, as py-spy dump shows them).
+THREAD_ROLES = {
+    "MainThread": "event loop (HTTP)",
+    "AnyIO worker thread": "request threads (parse, append, apply)",
+    "aucstream-follow": "follow loop (publish, reload)",
+    "aucstream-sync": "sync loop (place, checkpoint)",
+    "aucstream-leases": "lease keeper",
+}
+_THREAD_LINE = re.compile(r'^Thread (?:0x[0-9a-fA-F]+|(\d+)) \([^)]*\): "(.*)"', re.M)
+
+
+def parse_thread_names(dump: str) -> dict[int, str]:
+    """Native thread id -> role, from ``py-spy dump`` text (unknown names: ``other``)."""
+    return {int(tid): THREAD_ROLES.get(name, "other")
+            for tid, name in _THREAD_LINE.findall(dump) if tid}
+
+
+def role_cpu(before: dict[int, float], after: dict[int, float], roles: dict[int, str]
+             ) -> dict[str, float]:
+    """CPU seconds per role between two per-thread readings (threads started meanwhile
+    count from zero; a thread without a known role counts as ``other``)."""
+    out: dict[str, float] = {}
+    for tid, t in after.items():
+        role = roles.get(tid, "other")
+        out[role] = out.get(role, 0.0) + t - before.get(tid, 0.0)
+    return out
+
+
 # ---------------------------------------------------------------------------- processes
 def set_affinity(pid: int, cpus: frozenset[int] | None) -> None:
     """Pin every thread of ``pid`` to ``cpus`` (None: every CPU), as ``taskset -a -p``;
@@ -224,6 +254,85 @@ def set_affinity(pid: int, cpus: frozenset[int] | None) -> None:
         for tid in tids:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(tid, mask)
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of ``pid`` (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                f = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[int(tid)] = (int(f[11]) + int(f[12])) / ticks
+    return out
+
+
+def thread_roles(pid: int) -> dict[int, str]:
+    """The roles of ``pid``'s threads (py-spy dump); empty without py-spy."""
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return {}
+    try:
+        out = subprocess.run([exe, "dump", "--pid", str(pid), "--nonblocking"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return parse_thread_names(out)
+
+
+class CpuBudget:
+    """A CPU-time budget for some processes: a cgroup with a CFS quota of ``cores`` CPUs'
+    worth of time per 100 ms (Linux, root; cgroup v1's ``cpu`` controller or v2). Unlike
+    pinning it fits two replicas with a budget each *and* the load on two cores."""
+
+    PERIOD_US = 100_000
+
+    def __init__(self, name: str, cores: float) -> None:
+        if cores <= 0:
+            raise ValueError(f"cores must be > 0; got {cores}")
+        v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+        if (v1 / "cpu.cfs_quota_us").exists():
+            self.root, self.v2 = v1, False
+        elif "cpu" in _read(v2 / "cgroup.subtree_control").split():
+            self.root, self.v2 = v2, True
+        else:
+            raise SystemExit("--budget needs a cgroup 'cpu' controller (v1 at "
+                             "/sys/fs/cgroup/cpu, or v2 with cpu in subtree_control)")
+        self.cores = cores
+        self.path = self.root / f"aucstream-bench-{os.getpid()}-{name}"
+        try:
+            self.path.mkdir(exist_ok=True)
+            quota = int(cores * self.PERIOD_US)
+            if self.v2:
+                (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+            else:
+                (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+                (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+        except OSError as exc:
+            raise SystemExit(f"--budget: cannot set up {self.path}: {exc} (root needed)"
+                             ) from exc
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def release(self, pid: int) -> None:
+        """Move ``pid`` back to the root group (no quota)."""
+        with contextlib.suppress(OSError):
+            (self.root / "cgroup.procs").write_text(str(pid))
+
+    def close(self) -> None:
+        for pid in _read(self.path / "cgroup.procs").split():
+            self.release(int(pid))
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 class Replica(ServiceProcess):
@@ -415,6 +524,8 @@ class Options:
     stores: list[str]
     only: list[str]
     log_level: str
+    budget: float | None = None  # cores of CPU time per replica in the 'budget' rows
+    modes: list[str] = field(default_factory=lambda: ["pinned", "unpinned"])
 
 
 @dataclass
@@ -434,6 +545,8 @@ class Bench:
         self.res = Results()
         self.cpus = sorted(os.sched_getaffinity(0))
         self.offset = 0  # stream position of the next fresh events (unique ids)
+        self.budgets: dict[str, CpuBudget] = {}
+        self.modes = list(opts.modes)
 
     # ------------------------------------------------------------------ plumbing
     def replicas(self, store: StoreServers, phase: str, env: dict[str, str] | None = None
@@ -450,17 +563,40 @@ class Bench:
         say(f"  {r.name} ready in {took:.1f}s at {r.url} (log {r.log_path})")
         return took
 
-    def pin(self, layout: dict[str, frozenset[int] | None], running: Sequence[Replica],
-            store: StoreServers) -> None:
+    def place(self, mode: str, running: Sequence[Replica], store: StoreServers) -> str:
+        """Put the processes where a row's ``mode`` says; returns it in words.
+        ``pinned``: CPU affinity (:func:`cpu_layout`); ``budget``: each replica in a cgroup
+        with ``--budget`` cores of CPU time, nothing pinned; ``unpinned``: neither."""
+        names = [r.name for r in running]
+        layout = self._unpinned(len(running))
+        if mode == "pinned":
+            layout = cpu_layout(self.cpus, len(running))
         for i, r in enumerate(running):
             r.pin(layout[f"replica{i}"])
         for pid in store.pids():
             set_affinity(pid, layout["load"])
         set_affinity(os.getpid(), layout["load"])
+        if mode == "budget":
+            for r in running:
+                self.budget(r.name).add(r.pid)
+            return ", ".join([*(f"{n} → {self.o.budget:g} core" for n in names),
+                              "client + store → any CPU, no quota"])
+        return describe_layout(layout, names)
 
-    def unpin(self, running: Sequence[Replica], store: StoreServers) -> None:
-        self.pin({f"replica{i}": None for i in range(len(running))} | {"load": None},
-                 running, store)
+    def unplace(self, running: Sequence[Replica], store: StoreServers) -> None:
+        self.place("unpinned", running, store)
+        for r in running:
+            if r.name in self.budgets and r.alive:
+                self.budgets[r.name].release(r.pid)
+
+    def budget(self, name: str) -> CpuBudget:
+        if name not in self.budgets:
+            self.budgets[name] = CpuBudget(name, self.o.budget)
+        return self.budgets[name]
+
+    @staticmethod
+    def _unpinned(replicas: int) -> dict[str, frozenset[int] | None]:
+        return {f"replica{i}": None for i in range(replicas)} | {"load": None}
 
     def collect_signs(self, phase: str, running: Iterable[Replica]) -> None:
         """Ownership log lines of a whole phase (each phase has its own log files)."""
@@ -478,7 +614,11 @@ class Bench:
     async def run(self) -> None:
         o = self.o
         if {"learn", "score"} & set(o.only):
-            await self.scale_phase()
+            try:
+                await self.scale_phase()
+            finally:
+                for b in self.budgets.values():
+                    b.close()
         for kind in o.stores:
             if {"failover", "staleness"} & set(o.only):
                 await self.ownership_phase(kind)
@@ -513,13 +653,13 @@ class Bench:
                     one = {r0.name: c0}
                     await all_see(one, 1)
                     await self.settle(one, names, want=r0.name)
-                    for pinned in (True, False):
+                    for mode in self.modes:
                         if "learn" in o.only:
                             await self.learn_row(rnd, [r0], store, sc, names, one, "owner",
-                                                 pinned)
+                                                 mode)
                     if "score" in o.only and rnd == 1:
-                        for pinned in (True, False):
-                            await self.score_row([r0], store, [c0], score_model, sc, pinned)
+                        for mode in self.modes:
+                            await self.score_row([r0], store, [c0], score_model, sc, mode)
                 say(f"[scale] round {rnd}: starting {r1.name}")
                 self.start(r1)
                 async with Client(r0.url, 64) as c0, Client(r1.url, 64) as c1:
@@ -529,18 +669,18 @@ class Bench:
                         await agreed_owner(two, m, want=preferred_owner(m, list(REPLICAS)))
                     if rnd == 1:
                         await self.warm(c1, sc, names)  # the follower's learn path too
-                    for pinned in (True, False):
+                    for mode in self.modes:
                         if "learn" in o.only:
                             for routing in ("owner", "any"):
                                 await self.learn_row(rnd, [r0, r1], store, sc, names, two,
-                                                     routing, pinned)
+                                                     routing, mode)
                     if "score" in o.only and rnd == 1:
                         owner = await agreed_owner(two, score_model)
                         await self.wait_version(two, score_model)
                         ordered = [two[owner]] + [c for n, c in two.items() if n != owner]
-                        for pinned in (True, False):
+                        for mode in self.modes:
                             await self.score_row([r0, r1], store, ordered, score_model, sc,
-                                                 pinned)
+                                                 mode)
         finally:
             self.collect_signs("learn and score", (r0, r1))
             for r in (r0, r1):
@@ -568,13 +708,9 @@ class Bench:
 
     async def learn_row(self, rnd: int, running: list[Replica], store: StoreServers,
                         sc: Scenario, names: list[str], clients: dict[str, Client],
-                        routing: str, pinned: bool) -> None:
+                        routing: str, mode: str) -> None:
         o = self.o
-        layout = (cpu_layout(self.cpus, len(running)) if pinned else
-                  {f"replica{i}": None for i in range(len(running))} | {"load": None})
-        label = (f"round {rnd}: {len(running)} replica(s), routing {routing}, "
-                 f"{'pinned' if pinned else 'unpinned'}")
-        say(f"[learn] {label}: {describe_layout(layout, [r.name for r in running])}; "
+        say(f"[learn] round {rnd}: {len(running)} replica(s), routing {routing}, {mode}; "
             f"serialising {o.models} x {o.events:,} events ...")
         bodies = {m: learn_bodies(m, self.fresh(sc, 11 + i, o.events), o.batch)
                   for i, m in enumerate(names)}
@@ -584,8 +720,10 @@ class Bench:
         spreads = {m: Spread(list(live.values())) for m in names}
         for r in running:
             r.mark_log()
-        self.pin(layout, running, store)
-        await asyncio.sleep(0.5)  # let the pins take effect, the loops settle
+        where = self.place(mode, running, store)
+        roles = {r.name: thread_roles(r.pid) for r in running}
+        await asyncio.sleep(0.5)  # let the placement take effect, the loops settle
+        threads0 = {r.name: thread_cpu_seconds(r.pid) for r in running}
         cpu0 = {r.name: r.cpu_seconds() for r in running}
         s0, c0, n0 = store.cpu_seconds(), self_cpu_seconds(), store.net_bytes()
         t0 = time.perf_counter()
@@ -597,8 +735,11 @@ class Bench:
         tallies = await asyncio.gather(*(one(m) for m in names))
         wall = time.perf_counter() - t0
         cpu1 = {r.name: r.cpu_seconds() for r in running}
+        threads1 = {r.name: thread_cpu_seconds(r.pid) for r in running}
         s1, c1, n1 = store.cpu_seconds(), self_cpu_seconds(), store.net_bytes()
-        self.unpin(running, store)
+        for r in running:  # request threads started during the row are named now
+            roles[r.name] = {**thread_roles(r.pid), **roles[r.name]}
+        self.unplace(running, store)
         after = {}
         for m in names:
             after[m] = (await get_json(live[owner[m]], f"/models/{m}"))["version"]
@@ -616,11 +757,13 @@ class Bench:
                     is_owner = base == live[owner[m]].base
                     (owner_lat if is_owner else follower_lat).extend(xs)
         signs: Counter = Counter()
+        by_role: Counter = Counter()
         for r in running:
             signs.update(count_signs(r.log_since_mark()))
+            by_role.update(role_cpu(threads0[r.name], threads1[r.name], roles[r.name]))
         row = {
-            "round": rnd, "replicas": len(running), "routing": routing, "pinned": pinned,
-            "layout": describe_layout(layout, [r.name for r in running]),
+            "round": rnd, "replicas": len(running), "routing": routing, "mode": mode,
+            "layout": where,
             "events": accepted, "wall": wall, "events_s": accepted / wall,
             "lat": summarize(lat), "owner_lat": summarize(owner_lat),
             "follower_lat": summarize(follower_lat),
@@ -630,6 +773,7 @@ class Bench:
             "store_out_mb_s": (n1[1] - n0[1]) / wall / 1e6, "lost": max(0, accepted - applied),
             "extra": max(0, applied - accepted), "statuses": dict(statuses),
             "owners": Counter(owner.values()), "signs": dict(signs),
+            "roles": dict(by_role) if any(roles.values()) else {},
         }
         cpu_total = sum(row["cpu"].values())
         row["events_per_cpu_s"] = accepted / (cpu_total * wall) if cpu_total > 0 else float("nan")
@@ -642,14 +786,12 @@ class Bench:
             f"lost {row['lost']}, extra {row['extra']}; log {row['signs']})")
 
     async def score_row(self, running: list[Replica], store: StoreServers,
-                        targets: list[Client], name: str, sc: Scenario, pinned: bool) -> None:
+                        targets: list[Client], name: str, sc: Scenario, mode: str) -> None:
         o = self.o
-        layout = (cpu_layout(self.cpus, len(running)) if pinned else
-                  {f"replica{i}": None for i in range(len(running))} | {"load": None})
         bodies = score_bodies(name, make_events(sc, 5, 0, 64 * o.candidates), o.candidates)
         for c in targets:
             await send_scores(c, bodies, 1, 50)  # warm-up
-        self.pin(layout, running, store)
+        where = self.place(mode, running, store)
         await asyncio.sleep(0.5)
         per_target = SCORE_CLIENTS // len(targets)
         per_client = max(1, o.score_requests // SCORE_CLIENTS)
@@ -660,17 +802,16 @@ class Bench:
         wall = time.perf_counter() - t0
         cpu1 = {r.name: r.cpu_seconds() for r in running}
         c1 = self_cpu_seconds()
-        self.unpin(running, store)
+        self.unplace(running, store)
         lat = [x for ls, _ in outs for x in ls]
         errors = sum(v for _, st in outs for k, v in st.items() if k != 200)
-        row = {"replicas": len(running), "pinned": pinned,
-               "layout": describe_layout(layout, [r.name for r in running]),
+        row = {"replicas": len(running), "mode": mode, "layout": where,
                "lat": summarize(lat), "rps": len(lat) / wall, "errors": errors,
                "per_target": [summarize(ls) for ls, _ in outs],
                "cpu": {n: (cpu1[n] - cpu0[n]) / wall for n in cpu0},
                "client_cpu": (c1 - c0) / wall}
         self.res.score.append(row)
-        say(f"[score] {len(running)} replica(s), {'pinned' if pinned else 'unpinned'}: "
+        say(f"[score] {len(running)} replica(s), {mode}: "
             f"{row['rps']:,.0f} requests/s, p50 {row['lat']['p50']:.2f} ms, p99 "
             f"{row['lat']['p99']:.2f} ms, errors {errors}; replica CPU "
             f"{', '.join(f'{n} {v:.0%}' for n, v in row['cpu'].items())}, client "
@@ -827,28 +968,23 @@ async def score_once(client: Client, body: bytes) -> tuple[int, Any]:
 
 
 # ---------------------------------------------------------------------------- report
-def _ms(d: dict[str, float], key: str) -> str:
-    v = d.get(key, float("nan"))
-    return "n/a" if v != v else f"{v:.1f}"
-
-
-def learn_ratios(rows: Sequence[dict[str, Any]]) -> list[tuple[int, bool, str, float]]:
-    """(round, pinned, routing, two-replica events/s ÷ one replica's) for every two-replica
-    row that has a one-replica row of the same round and pinning."""
-    one = {(r["round"], r["pinned"]): r["events_s"] for r in rows if r["replicas"] == 1}
+def learn_ratios(rows: Sequence[dict[str, Any]]) -> list[tuple[int, str, str, float]]:
+    """(round, mode, routing, two-replica events/s ÷ one replica's) for every two-replica
+    row that has a one-replica row of the same round and mode (pinned, budget, ...)."""
+    one = {(r["round"], r["mode"]): r["events_s"] for r in rows if r["replicas"] == 1}
     out = []
     for r in rows:
-        base = one.get((r["round"], r["pinned"]))
+        base = one.get((r["round"], r["mode"]))
         if r["replicas"] == 2 and base:
-            out.append((r["round"], r["pinned"], r["routing"], r["events_s"] / base))
+            out.append((r["round"], r["mode"], r["routing"], r["events_s"] / base))
     return out
 
 
 def learn_section(res: Results, o: Options) -> list[str]:
     rows = []
-    ratios = {(rnd, p, rt): x for rnd, p, rt, x in learn_ratios(res.learn)}
+    ratios = {(rnd, m, rt): x for rnd, m, rt, x in learn_ratios(res.learn)}
     for r in res.learn:
-        ratio = (ratios.get((r["round"], r["pinned"], r["routing"])) if r["replicas"] == 2
+        ratio = (ratios.get((r["round"], r["mode"], r["routing"])) if r["replicas"] == 2
                  else None)
         lat = f"{r['lat']['p50']:.0f} / {r['lat']['p99']:.0f}"
         if r["routing"] == "any":
@@ -869,41 +1005,66 @@ def learn_section(res: Results, o: Options) -> list[str]:
            f"(placed two per replica when there are two), {o.events:,} events per model and "
            f"row in batches of {o.batch}, {o.clients_per_model} concurrent clients per model "
            f"({o.models * o.clients_per_model} in all). 'vs 1' divides by the one-replica row "
-           "of the same round and pinning. 'replica CPU' is each replica's share of a core "
-           "during the row (a pinned replica can use one core at most); 'store in / out' is "
-           "what redis-server received and sent (INFO stats: appends and publications in, "
-           "log reads and publications to followers out). Latencies are per request, in ms.", "",
-           markdown_table(["round", "replicas", "routing", "CPUs", "events/s", "vs 1",
+           "of the same round and placement. 'replica CPU' is each replica's share of a core "
+           "during the row (a pinned replica can use one core at most, a budgeted one its "
+           "quota); 'store in / out' is what redis-server received and sent (INFO stats: "
+           "appends and publications in; log reads, publications to followers out). "
+           "Latencies are per request, in ms.", "",
+           markdown_table(["round", "replicas", "routing", "placement", "events/s", "vs 1",
                            "p50 / p99 ms", "replica CPU", "events per replica CPU-s",
                            "client CPU", "store CPU", "store in / out MB/s", "lost / extra",
                            "not 200", "ownership moves"], rows)]
-    pinned = [x for rnd, p, rt, x in learn_ratios(res.learn) if p and rt == "owner"]
-    unpinned = [x for rnd, p, rt, x in learn_ratios(res.learn) if not p and rt == "owner"]
-    eff1 = [r["events_per_cpu_s"] for r in res.learn if r["replicas"] == 1 and r["pinned"]]
+    ratios_by_mode: dict[str, list[float]] = {}
+    for _, mode, routing, x in learn_ratios(res.learn):
+        if routing == "owner":
+            ratios_by_mode.setdefault(mode, []).append(x)
+    if ratios_by_mode:
+        out += ["", "Two replicas over one, owner routing: " + "; ".join(
+            f"{mode} {', '.join(f'{x:.2f}×' for x in xs)} (median "
+            f"{ratio_verdict(percentile(xs, 50))})" for mode, xs in ratios_by_mode.items())
+            + "."]
+    eff1 = [r["events_per_cpu_s"] for r in res.learn if r["replicas"] == 1]
     eff2 = [r["events_per_cpu_s"] for r in res.learn
-            if r["replicas"] == 2 and r["pinned"] and r["routing"] == "owner"]
-    if pinned:
-        out += ["", f"Two replicas over one, owner routing, pinned: "
-                f"{', '.join(f'{x:.2f}×' for x in pinned)} (median "
-                f"{ratio_verdict(percentile(pinned, 50))}); unpinned: "
-                f"{', '.join(f'{x:.2f}×' for x in unpinned) or 'n/a'}."]
+            if r["replicas"] == 2 and r["routing"] == "owner"]
     if eff1 and eff2:
         proj = 2 * percentile(eff2, 50) / percentile(eff1, 50)
-        out += ["", f"Per replica CPU-second, a replica learns {percentile(eff1, 50):,.0f} "
-                f"events alone and {percentile(eff2, 50):,.0f} as one of two (medians of the "
-                f"pinned rows): were each replica given a whole core and nothing else (client "
-                f"and store elsewhere), two would learn about {proj:.2f}× what one does. This "
-                "is an estimate from CPU accounting, not a measurement."]
+        out += ["", f"Per replica CPU-second, a replica learned {percentile(eff1, 50):,.0f} "
+                f"events alone and {percentile(eff2, 50):,.0f} as one of two with owner "
+                f"routing (medians over every placement): were each replica given a core "
+                f"that it could keep busy, with the client and the store elsewhere, two would "
+                f"learn about {proj:.2f}× what one does. This is an estimate from CPU "
+                "accounting, not a measurement: it assumes the replicas are CPU-bound."]
+    out += cpu_by_role(res.learn)
     return out
+
+
+def cpu_by_role(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """A table of the replicas' CPU per 1,000 events learned, by thread role."""
+    with_roles = [r for r in rows if r.get("roles")]
+    if not with_roles:
+        return []
+    roles = [*THREAD_ROLES.values(), "other"]
+    table = []
+    for r in with_roles:
+        per = 1e6 / max(r["events"], 1)  # CPU-ms per 1,000 events
+        total = sum(r["roles"].values())
+        table.append((r["round"], r["replicas"], r["routing"], r["mode"],
+                      *(f"{r['roles'].get(k, 0.0) * per:.2f}" for k in roles),
+                      f"{total * per:.2f}"))
+    return ["", "Where the replicas' CPU went, in CPU-ms per 1,000 events learned (both "
+            "replicas together; each thread's /proc time, the threads told apart by py-spy "
+            "dump):", "",
+            markdown_table(["round", "replicas", "routing", "placement", *roles, "total"],
+                           table)]
 
 
 def score_section(res: Results, o: Options) -> list[str]:
     if not res.score:
         return []
-    base = {r["pinned"]: r["rps"] for r in res.score if r["replicas"] == 1}
+    base = {r["mode"]: r["rps"] for r in res.score if r["replicas"] == 1}
     rows = []
     for r in res.score:
-        b = base.get(r["pinned"])
+        b = base.get(r["mode"])
         ok = r["lat"]["p99"] <= TARGET_SCORE_P99_MS
         per = " / ".join(f"{d['p99']:.1f}" for d in r["per_target"])
         rows.append((r["replicas"], r["layout"], float(r["rps"]),
@@ -917,7 +1078,7 @@ def score_section(res: Results, o: Options) -> list[str]:
             "measured by the client (after 50 per replica to warm up); with two replicas 8 "
             "clients score on the owner and 8 on the follower ('p99 by replica': owner / "
             "follower). No learning meanwhile.", "",
-            markdown_table(["replicas", "CPUs", "requests/s", "vs 1", "p50 ms", "p99 ms",
+            markdown_table(["replicas", "placement", "requests/s", "vs 1", "p50 ms", "p99 ms",
                             "p99 by replica", "max ms", "replica CPU", "client CPU",
                             "errors", "target"], rows)]
 
@@ -999,13 +1160,17 @@ def report(res: Results, o: Options, command: str, load: tuple[Sequence[float],
            f"Load average (1, 5, 15 min) before: {la[0]}; after: {la[1]} — other jobs "
            "shared the machine when the load average is above ~1, and every number here is "
            "then depressed (the CPU columns show what each process got).", "",
-           "Pinning (the 'CPUs' column) sets the CPU affinity of every thread, as `taskset "
-           "-a -p`: with two cores, one replica gets core 0 while the client and "
-           "redis-server get core 1, but two replicas take a core each and the client and "
-           "redis-server must float over both, taking part of the replicas' cores. So the "
-           "pinned two-replica rows understate what two replicas with a core each would "
-           "do; the estimate from CPU accounting below the table corrects for that. Other "
-           "users' processes were not pinned away from either core.", ""]
+           "Placement: *pinned* sets the CPU affinity of every thread, as `taskset -a -p`: "
+           "with two cores, one replica gets core 0 while the client and redis-server get "
+           "core 1, but two replicas take a core each and the client and redis-server must "
+           "float over both, taking part of the replicas' cores; so the pinned two-replica "
+           "rows understate what two replicas with a core each would do. *budget* (with "
+           "`--budget C`) puts each replica in its own cgroup with a CFS quota of C cores and "
+           "pins nothing: two replicas with C = 0.5 leave a core for the client and the "
+           "store, so one and two replicas each get the same budget per replica. *unpinned*: "
+           "the scheduler decides. Other users' processes were not kept off any core, and a "
+           "quota is a cap, not a guarantee: the 'replica CPU' column says what each got.",
+           ""]
     out += learn_section(res, o) if res.learn else []
     out += score_section(res, o)
     out += failover_section(res)
@@ -1016,6 +1181,7 @@ def report(res: Results, o: Options, command: str, load: tuple[Sequence[float],
 
 # ---------------------------------------------------------------------------- main
 PARTS = ("learn", "score", "failover", "staleness")
+MODES = ("pinned", "unpinned", "budget")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -1040,6 +1206,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="also run failover and staleness on a 3-master Redis Cluster "
                    "(the default, except with --quick)")
     p.add_argument("--no-cluster", action="store_true", help="single redis-server only")
+    p.add_argument("--budget", type=float, metavar="CORES",
+                   help="add 'budget' rows: each replica in a cgroup with a CPU quota of "
+                   "CORES (root, cgroup cpu controller); 0.5 fits two replicas and the load "
+                   "on two cores")
+    p.add_argument("--modes", nargs="+", choices=MODES,
+                   help="placements of the learn and score rows (default: pinned unpinned, "
+                   "and budget with --budget)")
     p.add_argument("--log-level", default="info", help="the replicas' log level")
     p.add_argument("--workdir", type=Path, help="keep the stores' data and the replicas' "
                    "logs here (default: a temporary directory, removed at the end)")
@@ -1050,6 +1223,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.events, args.rounds, args.score_requests = 5_000, 1, 800
         args.failovers, args.samples = 2, 6
+    if args.modes is None:
+        args.modes = ["pinned", "unpinned"] + (["budget"] if args.budget else [])
+    if "budget" in args.modes and not args.budget:
+        p.error("the budget placement needs --budget CORES")
     cluster = args.cluster or not (args.quick or args.no_cluster)
     args.stores = ["redis", "cluster"] if cluster and not args.no_cluster else ["redis"]
     return args
@@ -1064,7 +1241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    rounds=args.rounds, bits=args.bits, score_requests=args.score_requests,
                    candidates=args.candidates, failovers=args.failovers,
                    samples=args.samples, stores=args.stores, only=args.only,
-                   log_level=args.log_level)
+                   log_level=args.log_level, budget=args.budget, modes=args.modes)
     load0 = os.getloadavg()
     say(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {cpu_model()}, "
         f"{os.cpu_count()} cores; parts {' '.join(opts.only)}; stores {' '.join(opts.stores)}")

@@ -23,7 +23,9 @@ from loadtest.bench_scaleout import (
     histogram_line,
     learn_ratios,
     parse_args,
+    parse_thread_names,
     ratio_verdict,
+    role_cpu,
 )
 
 
@@ -113,15 +115,16 @@ def test_ratio_verdict():
     assert ratio_verdict(float("nan")) == "n/a"
 
 
-def test_learn_ratios_pair_rows_of_the_same_round_and_pinning():
+def test_learn_ratios_pair_rows_of_the_same_round_and_placement():
     rows = [
-        {"round": 1, "replicas": 1, "pinned": True, "routing": "owner", "events_s": 100.0},
-        {"round": 1, "replicas": 1, "pinned": False, "routing": "owner", "events_s": 80.0},
-        {"round": 1, "replicas": 2, "pinned": True, "routing": "owner", "events_s": 170.0},
-        {"round": 1, "replicas": 2, "pinned": False, "routing": "any", "events_s": 40.0},
-        {"round": 2, "replicas": 2, "pinned": True, "routing": "owner", "events_s": 999.0},
+        {"round": 1, "replicas": 1, "mode": "pinned", "routing": "owner", "events_s": 100.0},
+        {"round": 1, "replicas": 1, "mode": "budget", "routing": "owner", "events_s": 80.0},
+        {"round": 1, "replicas": 2, "mode": "pinned", "routing": "owner", "events_s": 170.0},
+        {"round": 1, "replicas": 2, "mode": "budget", "routing": "any", "events_s": 40.0},
+        {"round": 2, "replicas": 2, "mode": "pinned", "routing": "owner", "events_s": 999.0},
+        {"round": 1, "replicas": 2, "mode": "unpinned", "routing": "owner", "events_s": 9.0},
     ]
-    assert learn_ratios(rows) == [(1, True, "owner", 1.7), (1, False, "any", 0.5)]
+    assert learn_ratios(rows) == [(1, "pinned", "owner", 1.7), (1, "budget", "any", 0.5)]
 
 
 def test_gauge_reads_an_unlabelled_sample():
@@ -144,6 +147,37 @@ def test_count_signs_tells_takeovers_from_demotions():
     assert counts["handed over"] == 1 and counts["lease lost"] == 1
     assert counts["follower learn unpublished (10 s)"] == 1
     assert counts["durable, not applied"] == 0
+
+
+def test_thread_names_from_a_py_spy_dump():
+    dump = """Process 22440: python -m aucstream.service.cli serve
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 22440 (idle): "MainThread"
+    select (selectors.py:468)
+Thread 22464 (active): "aucstream-follow"
+    follow_once (hosting.py:1180)
+Thread 22472 (idle): "AnyIO worker thread"
+Thread 22473 (idle): "some-helper"
+Thread 0x7F00AB (idle): "no native id"
+"""
+    assert parse_thread_names(dump) == {
+        22440: "event loop (HTTP)", 22464: "follow loop (publish, reload)",
+        22472: "request threads (parse, append, apply)", 22473: "other"}
+
+
+def test_role_cpu_counts_new_threads_from_zero_and_unknown_ones_as_other():
+    roles = {1: "event loop (HTTP)", 2: "follow loop (publish, reload)"}
+    got = role_cpu({1: 10.0, 2: 1.0}, {1: 12.5, 2: 1.25, 3: 0.5}, roles)
+    assert got == {"event loop (HTTP)": 2.5, "follow loop (publish, reload)": 0.25,
+                   "other": 0.5}
+
+
+def test_budget_rows_need_a_budget():
+    assert "budget" in parse_args(["--budget", "0.5"]).modes
+    assert parse_args([]).modes == ["pinned", "unpinned"]
+    with pytest.raises(SystemExit):
+        parse_args(["--modes", "budget"])
 
 
 def test_quick_runs_small_and_without_the_cluster_unless_asked():
