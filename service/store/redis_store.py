@@ -229,7 +229,7 @@ end
 """
 
 # KEYS: config, meta, log, ids (the previous layout's zset), dedup, token. ARGV: payload,
-# the 8-byte digests of the events that have an id (concatenated, in event order), token
+# msgpack [8-byte digest of each event that has an id, in event order] ("" if none), token
 # ttl (ms), mask ("" if every event has an id, else one byte per event: "1" has an id, "0"
 # not), the client's field count, msgpack [field of each digest, a decimal string],
 # msgpack [id of each digest] ("" unless the client knows the zset exists), "1" if the
@@ -251,59 +251,76 @@ local legacy = redis.call('EXISTS', KEYS[4]) == 1
 if legacy and ARGV[7] == '' then return {-4} end
 floor = tonumber(m[3] or '0')
 rel_text = m[4]
-local dig = ARGV[2]
-local k = #dig / 8
-local mask = ARGV[4]
-local n = k
-if mask ~= '' then n = #mask end
+local digs = {}
 local fields = {}
 local vals = {}
 local old = {}
-if k > 0 then
+if ARGV[2] ~= '' then
+  digs = cmsgpack.unpack(ARGV[2])
   fields = cmsgpack.unpack(ARGV[6])
+end
+local k = #digs
+local mask = ARGV[4]
+local n = k
+if mask ~= '' then n = #mask end
+for j = 1, k, 1000 do
+  local hi = math.min(j + 999, k)
+  local got = redis.call('HMGET', KEYS[5], unpack(fields, j, hi))
+  for t = 1, hi - j + 1 do vals[j + t - 1] = got[t] end
+end
+if legacy and k > 0 then
+  local raw = cmsgpack.unpack(ARGV[7])
   for j = 1, k, 1000 do
     local hi = math.min(j + 999, k)
-    local got = redis.call('HMGET', KEYS[5], unpack(fields, j, hi))
-    for t = 1, hi - j + 1 do vals[j + t - 1] = got[t] end
-  end
-  if legacy then
-    local raw = cmsgpack.unpack(ARGV[7])
-    for j = 1, k, 1000 do
-      local hi = math.min(j + 999, k)
-      local scores = redis.call('ZMSCORE', KEYS[4], unpack(raw, j, hi))
-      for t = 1, hi - j + 1 do
-        local p = scores[t] and tonumber(scores[t])
-        if p and p > floor and not released(p) then old[j + t - 1] = true end
-      end
+    local scores = redis.call('ZMSCORE', KEYS[4], unpack(raw, j, hi))
+    for t = 1, hi - j + 1 do
+      local p = scores[t] and tonumber(scores[t])
+      if p and p > floor and not released(p) then old[j + t - 1] = true end
     end
   end
 end
 local start = tonumber(m[1] or '0')
+-- the 6-byte positions start + 1 .. start + n, one string
+local P = {}
+for i = 1, n do P[i] = start + i end
+local packed = {}
+for i = 1, n, 1000 do
+  local hi = math.min(i + 999, n)
+  packed[#packed + 1] = struct.pack('>' .. string.rep('I6', hi - i + 1), unpack(P, i, hi))
+end
+packed = table.concat(packed)
 local pos = start
 local skip = {}
 local seen = {}
 local check = ARGV[8] ~= '1'
 local add = {}
-local order = {}
+local find = string.find
+local sub = string.sub
 local j = 0
 for i = 1, n do
   if mask ~= '' and string.byte(mask, i) == 48 then
     pos = pos + 1
   else
     j = j + 1
-    local d = string.sub(dig, 8 * j - 7, 8 * j)
-    if (check and seen[d]) or old[j] or live(vals[j], d) then
+    local d = digs[j]
+    local v = vals[j]
+    if (check and seen[d]) or old[j] or (v and find(v, d, 1, true) and live(v, d)) then
       skip[#skip + 1] = i - 1
     else
       if check then seen[d] = true end
       pos = pos + 1
+      local c = pos - start
       local f = fields[j]
       local a = add[f]
       if a then
-        add[f] = a .. d .. struct.pack('>I6', pos)
+        add[f] = a .. d .. sub(packed, 6 * c - 5, 6 * c)
       else
-        order[#order + 1] = f
-        add[f] = fresh(vals[j]) .. d .. struct.pack('>I6', pos)
+        if not v then
+          v = ''
+        elseif struct.unpack('>I6', v, 9) <= floor then
+          v = fresh(v)
+        end
+        add[f] = v .. d .. sub(packed, 6 * c - 5, 6 * c)
       end
     end
   end
@@ -318,9 +335,9 @@ end
 local e = string.format('%d', pos)
 redis.call('XADD', KEYS[3], e .. '-0', 'p', ARGV[1], 's', s, 'k', skipped)
 local out = {}
-for t = 1, #order do
-  out[#out + 1] = order[t]
-  out[#out + 1] = add[order[t]]
+for f, v in pairs(add) do
+  out[#out + 1] = f
+  out[#out + 1] = v
   if #out >= 1000 then
     redis.call('HSET', KEYS[5], unpack(out))
     out = {}
@@ -898,7 +915,8 @@ class RedisStore:
         ids = check_event_ids(event_ids)
         data = bytes(payload)
         given = [eid for eid in ids if eid is not None]
-        digests = b"".join([_digest(eid) for eid in given])
+        digests = [_digest(eid) for eid in given]
+        packed = msgpack.packb(digests, use_bin_type=False) if given else b""
         mask = b"" if len(given) == len(ids) else bytes(49 if eid is not None else 48
                                                          for eid in ids)
         distinct = b"1" if len(set(given)) == len(given) else b"0"
@@ -906,7 +924,7 @@ class RedisStore:
         while True:
             fields = self._model_fields.get(name, self._fields)
             legacy = name in self._legacy
-            args = [data, digests, self._token_ttl_ms, mask, fields, _fields_of(digests, fields),
+            args = [data, packed, self._token_ttl_ms, mask, fields, _fields_of(digests, fields),
                     msgpack.packb(given) if legacy else b"", distinct]
             try:
                 res = self._append(keys=keys, args=args)
@@ -1198,10 +1216,10 @@ def _digest(event_id: str) -> bytes:
     return hashlib.blake2b(event_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
-def _fields_of(digests: bytes, fields: int) -> bytes:
+def _fields_of(digests: list[bytes], fields: int) -> bytes:
     """msgpack [field of each 8-byte digest]: the digest (big-endian) mod ``fields``, in
     decimal."""
-    at = np.frombuffer(digests, dtype=">u8") % np.uint64(fields)
+    at = np.frombuffer(b"".join(digests), dtype=">u8") % np.uint64(fields)
     # (strings: the script passes them on as they are; a Lua number would be formatted)
     return cast(bytes, msgpack.packb(at.astype(np.bytes_).tolist(), use_bin_type=False))
 

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import msgpack
 import pytest
 
 from aucstream.service.store import (
@@ -137,9 +138,10 @@ def test_a_fenced_append_is_never_written(own_redis: RedisServer) -> None:
     def args(payload: bytes, ids: list[str | None]) -> list[object]:
         """The append script's arguments, as RedisStore.append sends them."""
         given = [i for i in ids if i is not None]
-        digests = b"".join(_digest(i) for i in given)
+        digests = [_digest(i) for i in given]
         mask = b"" if len(given) == len(ids) else bytes(49 if i else 48 for i in ids)
-        return [payload, digests, 60_000, mask, store._fields,
+        packed = msgpack.packb(digests, use_bin_type=False) if given else b""
+        return [payload, packed, 60_000, mask, store._fields,
                 _fields_of(digests, store._fields), b"", b"1"]
 
     res = store._append(keys=[*keys, key], args=args(b"late", ["z"]))
