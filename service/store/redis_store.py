@@ -44,6 +44,13 @@ id in the window: with W ids remembered, probability ~W / 2**64 per event (5.4e-
 100,000: one such event in ~58 years at 10^5 events/s). Records are matched at multiples of
 14 bytes only, never across two records.
 
+Why one hash of packed records, not a small listpack-encoded key per bucket (which Redis
+also keeps compact): a call from a script costs a microsecond or more, so one call per id
+to ~2,000 bucket keys made an append of 500 ids 2-3x slower; here a batch is one HMGET and
+one HSET of ~500 values of ~120 bytes (the hash itself is hashtable-encoded: the saving is
+the packing). The price: the redis-server spends ~1.5x the sorted set's ZMSCORE + ZADD per
+append, trims included (which no longer scan); see bench/dedup_memory.py.
+
 Models written by the previous version keep their ``ids`` sorted set: while it exists the
 append script also looks the batch's ids up in it (the client then sends the ids too,
 after one refused attempt), ``release_ids`` removes its ids of the range, and trims empty
