@@ -410,21 +410,26 @@ class StoreServers:
     def cpu_seconds(self) -> float:
         return sum(proc_cpu_seconds(p) for p in self.pids())
 
-    def net_bytes(self) -> tuple[int, int]:
-        """Bytes the store's servers received and sent so far (INFO stats)."""
+    def stats(self, *keys: str) -> list[int]:
+        """INFO stats counters summed over the store's servers."""
         import redis
 
         ports = ([self._single.port] if self._single is not None
                  else [n.port for n in self._cluster.nodes])
-        got = sent = 0
+        out = [0] * len(keys)
         for port in ports:
             r = redis.Redis(port=port, socket_timeout=5)
             try:
                 info = r.info("stats")
             finally:
                 r.close()
-            got += int(info["total_net_input_bytes"])
-            sent += int(info["total_net_output_bytes"])
+            for i, k in enumerate(keys):
+                out[i] += int(info[k])
+        return out
+
+    def net_bytes(self) -> tuple[int, int]:
+        """Bytes the store's servers received and sent so far."""
+        got, sent = self.stats("total_net_input_bytes", "total_net_output_bytes")
         return got, sent
 
     def stop(self) -> None:
@@ -524,6 +529,8 @@ class Options:
     stores: list[str]
     only: list[str]
     log_level: str
+    idle_models: list[int] = field(default_factory=lambda: [4, 100])
+    idle_seconds: float = 10.0
     budget: float | None = None  # cores of CPU time per replica in the 'budget' rows
     modes: list[str] = field(default_factory=lambda: ["pinned", "unpinned"])
 
@@ -534,6 +541,8 @@ class Results:
     score: list[dict[str, Any]] = field(default_factory=list)
     failover: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     staleness: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    follower_learns: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    idle: list[dict[str, Any]] = field(default_factory=list)
     signs: dict[str, dict[str, int]] = field(default_factory=dict)  # phase -> log counts
     labels: dict[str, str] = field(default_factory=dict)  # store kind -> label
 
@@ -619,6 +628,8 @@ class Bench:
             finally:
                 for b in self.budgets.values():
                     b.close()
+        if "idle" in o.only:
+            await self.idle_phase()
         for kind in o.stores:
             if {"failover", "staleness"} & set(o.only):
                 await self.ownership_phase(kind)
@@ -817,6 +828,71 @@ class Bench:
             f"{', '.join(f'{n} {v:.0%}' for n, v in row['cpu'].items())}, client "
             f"{row['client_cpu']:.0%}")
 
+    # ------------------------------------------------------------------ idle cost
+    async def idle_phase(self) -> None:
+        """What idle models cost: the replicas' and the store's CPU and the store's
+        commands/s with N models that nobody uses, one replica and then two."""
+        o = self.o
+        store = StoreServers("redis", self.workdir / "idle")
+        store.start()
+        r0, r1 = self.replicas(store, "idle")
+        sc = Scenario(o.learner, {"kind": "hashed", "bits": o.bits}, "")
+        created = 0
+        try:
+            self.start(r0)
+            for n in sorted(o.idle_models):
+                if r1.alive:
+                    r1.stop()
+                async with Client(r0.url, 16) as c0:
+                    await all_see({r0.name: c0}, 1)
+                    say(f"[idle] creating models {created}..{n - 1} (500 events each)")
+                    for k in range(created, n):
+                        await create_model(c0, f"idle-{k}", sc.learner, sc.features)
+                        await send_learns(c0, learn_bodies(f"idle-{k}", self.fresh(sc, 41, 500),
+                                                           500), 1)
+                    created = n
+                    await self.owned_total({r0.name: c0}, n)
+                    await self.idle_row(n, [r0], store)
+                self.start(r1)
+                async with Client(r0.url, 16) as c0, Client(r1.url, 16) as c1:
+                    two = {r0.name: c0, r1.name: c1}
+                    await all_see(two, 2)
+                    await self.owned_total(two, n)
+                    await self.idle_row(n, [r0, r1], store)
+        finally:
+            self.collect_signs("idle models", (r0, r1))
+            for r in (r0, r1):
+                r.stop()
+            store.stop()
+
+    async def owned_total(self, clients: dict[str, Client], n: int, timeout: float = 120.0
+                          ) -> None:
+        """Until the replicas own ``n`` models between them (placement settled)."""
+        async def check() -> bool:
+            total = 0.0
+            for c in clients.values():
+                _, raw = await c.request("GET", "/metrics")
+                total += gauge(raw.decode(errors="replace"), "aucstream_owned_models") or 0.0
+            return int(total) == n
+        await until(check, timeout, f"the replicas own {n} models between them", pause=0.5)
+        await asyncio.sleep(2 * 1.0)  # a couple of sync rounds after the last move
+
+    async def idle_row(self, n: int, running: list[Replica], store: StoreServers) -> None:
+        keys = ("total_commands_processed",)
+        cpu0 = {r.name: r.cpu_seconds() for r in running}
+        s0, (k0,), t0 = store.cpu_seconds(), store.stats(*keys), time.perf_counter()
+        await asyncio.sleep(self.o.idle_seconds)
+        wall = time.perf_counter() - t0
+        cpu1 = {r.name: r.cpu_seconds() for r in running}
+        s1, (k1,) = store.cpu_seconds(), store.stats(*keys)
+        row = {"models": n, "replicas": len(running),
+               "cpu": {k: (cpu1[k] - cpu0[k]) / wall for k in cpu0},
+               "store_cpu": (s1 - s0) / wall, "commands_s": (k1 - k0) / wall}
+        self.res.idle.append(row)
+        say(f"[idle] {n} idle models, {len(running)} replica(s): replica CPU "
+            f"{', '.join(f'{k} {v:.1%}' for k, v in row['cpu'].items())}; redis-server "
+            f"{row['store_cpu']:.1%}, {row['commands_s']:,.0f} commands/s")
+
     # ------------------------------------------------------------------ failover, staleness
     async def ownership_phase(self, kind: str) -> None:
         o = self.o
@@ -853,6 +929,7 @@ class Bench:
             await self.wait_version(clients, name)
             probe = score_bodies(name, make_events(sc, 4, 0, 1), 1)[0]
             out: dict[str, list[float]] = {}
+            follower_learns: dict[str, list[float]] = {}
             for mode in ("idle", "under load"):
                 stop = asyncio.Event()
                 load_task = None
@@ -881,14 +958,29 @@ class Bench:
                     if k % 10 == 9:
                         say(f"  [{kind} staleness, {mode}] {k + 1}/{o.samples}: median "
                             f"{1000 * percentile(values, 50):.0f} ms")
+                # a learn sent to the follower: acknowledged once the owner's publication
+                # covers it and the follower has loaded it
+                waits: list[float] = []
+                for _ in range(o.samples):
+                    await asyncio.sleep(rng.uniform(0.0, 0.5))
+                    body = learn_bodies(name, self.fresh(sc, 24, 100), 100)[0]
+                    t0 = time.perf_counter()
+                    status, raw = await follower.request("POST", "/learn", body)
+                    if status == 200:
+                        waits.append(time.perf_counter() - t0)
+                    else:
+                        say(f"  follower learn answered {status}: {raw[:200]!r}")
                 stop.set()
                 if load_task is not None:
                     await load_task
                 out[mode] = values
-                d = distribution(values)
+                follower_learns[mode] = waits
+                d, w = distribution(values), distribution(waits)
                 say(f"[{kind} staleness, {mode}] n {d['n']}: p50 {1000 * d['p50']:.0f} ms, "
-                    f"p90 {1000 * d['p90']:.0f} ms, max {1000 * d['max']:.0f} ms")
+                    f"p90 {1000 * d['p90']:.0f} ms, max {1000 * d['max']:.0f} ms; a learn on "
+                    f"the follower: p50 {1000 * w['p50']:.0f} ms, max {1000 * w['max']:.0f} ms")
             self.res.staleness[kind] = out
+            self.res.follower_learns[kind] = follower_learns
 
     async def _background_learns(self, client: Client, name: str, sc: Scenario,
                                  stop: asyncio.Event) -> None:
@@ -1083,6 +1175,21 @@ def score_section(res: Results, o: Options) -> list[str]:
                             "errors", "target"], rows)]
 
 
+def idle_section(res: Results, o: Options) -> list[str]:
+    if not res.idle:
+        return []
+    rows = [(r["models"], r["replicas"], ", ".join(f"{v:.1%}" for v in r["cpu"].values()),
+             f"{r['store_cpu']:.1%}", float(r["commands_s"])) for r in res.idle]
+    return ["", "### What idle models cost", "",
+            f"Models that nobody uses (each learned 500 events once), measured over "
+            f"{o.idle_seconds:g} s after placement settled: the replicas' and redis-server's "
+            "CPU and the commands redis-server processed per second. With two replicas "
+            "every owner looks at each of its models' log every follow_interval (0.02 s) "
+            "and every follower at each publication every max_staleness / 2.", "",
+            markdown_table(["models", "replicas", "replica CPU", "redis-server CPU",
+                            "store commands/s"], rows)]
+
+
 def failover_section(res: Results) -> list[str]:
     if not res.failover:
         return []
@@ -1129,6 +1236,14 @@ def staleness_section(res: Results) -> list[str]:
                          f"{ms['p99']:.0f}", f"{ms['max']:.0f}", f"{ms['mean']:.0f}"))
             hist.append(f"- {res.labels.get(kind, kind)}, {mode}: "
                         f"{histogram_line(values, edges, 'ms', 1000)}")
+    learns = []
+    for kind, modes in res.follower_learns.items():
+        for mode, values in modes.items():
+            d = distribution(values)
+            ms = {k: 1000 * v for k, v in d.items() if k != "n"}
+            learns.append((res.labels.get(kind, kind), mode, d["n"], f"{ms['min']:.0f}",
+                           f"{ms['p10']:.0f}", f"{ms['p50']:.0f}", f"{ms['p90']:.0f}",
+                           f"{ms['p99']:.0f}", f"{ms['max']:.0f}", f"{ms['mean']:.0f}"))
     return ["", "### Follower staleness", "",
             "From the owner's acknowledgement of a 100-event learn (version v) until the "
             "follower's /score reports at least v (polled every 5 ms; samples 0-0.5 s apart "
@@ -1136,7 +1251,13 @@ def staleness_section(res: Results) -> list[str]:
             "throughout. publish_interval 0.1 s, max_staleness 1 s (followers reload every "
             "0.5 s unless a learn waits), follow_interval 0.02 s: the defaults. Milliseconds:",
             "", markdown_table(["store", "owner", "n", "min", "p10", "p50", "p90", "p99", "max",
-                                "mean"], rows), "", *hist]
+                                "mean"], rows), "", *hist,
+            *(["", "A 100-event learn sent to the follower, from the request to its 200 (the "
+               "follower appends, the owner applies and publishes, the follower loads the "
+               "publication and answers), at random intervals of 0-0.5 s, same two loads. "
+               "Milliseconds:", "",
+               markdown_table(["store", "owner", "n", "min", "p10", "p50", "p90", "p99",
+                               "max", "mean"], learns)] if learns else [])]
 
 
 def signs_section(res: Results) -> list[str]:
@@ -1173,6 +1294,7 @@ def report(res: Results, o: Options, command: str, load: tuple[Sequence[float],
            ""]
     out += learn_section(res, o) if res.learn else []
     out += score_section(res, o)
+    out += idle_section(res, o)
     out += failover_section(res)
     out += staleness_section(res)
     out += signs_section(res)
@@ -1180,7 +1302,7 @@ def report(res: Results, o: Options, command: str, load: tuple[Sequence[float],
 
 
 # ---------------------------------------------------------------------------- main
-PARTS = ("learn", "score", "failover", "staleness")
+PARTS = ("learn", "score", "idle", "failover", "staleness")
 MODES = ("pinned", "unpinned", "budget")
 
 
@@ -1201,6 +1323,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--failovers", type=int, default=30, help="kill -9 repetitions per store")
     p.add_argument("--samples", type=int, default=40,
                    help="staleness samples per store and load")
+    p.add_argument("--idle-models", type=int, nargs="+", default=[4, 100],
+                   help="model counts of the idle-cost rows")
+    p.add_argument("--idle-seconds", type=float, default=10.0, help="per idle-cost row")
     p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
     p.add_argument("--cluster", action="store_true",
                    help="also run failover and staleness on a 3-master Redis Cluster "
@@ -1223,6 +1348,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.events, args.rounds, args.score_requests = 5_000, 1, 800
         args.failovers, args.samples = 2, 6
+        args.idle_models, args.idle_seconds = [4, 20], 3.0
     if args.modes is None:
         args.modes = ["pinned", "unpinned"] + (["budget"] if args.budget else [])
     if "budget" in args.modes and not args.budget:
@@ -1241,7 +1367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    rounds=args.rounds, bits=args.bits, score_requests=args.score_requests,
                    candidates=args.candidates, failovers=args.failovers,
                    samples=args.samples, stores=args.stores, only=args.only,
-                   log_level=args.log_level, budget=args.budget, modes=args.modes)
+                   log_level=args.log_level, budget=args.budget, modes=args.modes,
+                   idle_models=args.idle_models, idle_seconds=args.idle_seconds)
     load0 = os.getloadavg()
     say(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {cpu_model()}, "
         f"{os.cpu_count()} cores; parts {' '.join(opts.only)}; stores {' '.join(opts.stores)}")
