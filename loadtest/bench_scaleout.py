@@ -1115,17 +1115,21 @@ def learn_section(res: Results, o: Options) -> list[str]:
             f"{mode} {', '.join(f'{x:.2f}×' for x in xs)} (median "
             f"{ratio_verdict(percentile(xs, 50))})" for mode, xs in ratios_by_mode.items())
             + "."]
-    eff1 = [r["events_per_cpu_s"] for r in res.learn if r["replicas"] == 1]
-    eff2 = [r["events_per_cpu_s"] for r in res.learn
-            if r["replicas"] == 2 and r["routing"] == "owner"]
-    if eff1 and eff2:
-        proj = 2 * percentile(eff2, 50) / percentile(eff1, 50)
-        out += ["", f"Per replica CPU-second, a replica learned {percentile(eff1, 50):,.0f} "
-                f"events alone and {percentile(eff2, 50):,.0f} as one of two with owner "
-                f"routing (medians over every placement): were each replica given a core "
-                f"that it could keep busy, with the client and the store elsewhere, two would "
-                f"learn about {proj:.2f}× what one does. This is an estimate from CPU "
-                "accounting, not a measurement: it assumes the replicas are CPU-bound."]
+    proj = []
+    for mode in dict.fromkeys(r["mode"] for r in res.learn):
+        eff1 = [r["events_per_cpu_s"] for r in res.learn
+                if r["replicas"] == 1 and r["mode"] == mode]
+        eff2 = [r["events_per_cpu_s"] for r in res.learn
+                if r["replicas"] == 2 and r["mode"] == mode and r["routing"] == "owner"]
+        if eff1 and eff2:
+            e1, e2 = percentile(eff1, 50), percentile(eff2, 50)
+            proj.append(f"{mode}: {e1:,.0f} alone, {e2:,.0f} as one of two → "
+                        f"{2 * e2 / e1:.2f}×")
+    if proj:
+        out += ["", "Events learned per replica CPU-second (medians; owner routing), and what "
+                "two replicas would learn over one if each kept a core of its own busy with "
+                "that efficiency (the client and the store elsewhere) — an estimate from CPU "
+                "accounting, not a measurement: " + "; ".join(proj) + "."]
     out += cpu_by_role(res.learn)
     return out
 
@@ -1249,7 +1253,9 @@ def staleness_section(res: Results) -> list[str]:
             "follower's /score reports at least v (polled every 5 ms; samples 0-0.5 s apart "
             "at random). 'under load': one client learning 500-event batches on the owner "
             "throughout. publish_interval 0.1 s, max_staleness 1 s (followers reload every "
-            "0.5 s unless a learn waits), follow_interval 0.02 s: the defaults. Milliseconds:",
+            "0.5 s unless a learn waits), follow_interval 0.02 s: the defaults. Under load "
+            "the owner's answer can reach the client after its publication has reached the "
+            "follower (values near 0). Milliseconds:",
             "", markdown_table(["store", "owner", "n", "min", "p10", "p50", "p90", "p99", "max",
                                 "mean"], rows), "", *hist,
             *(["", "A 100-event learn sent to the follower, from the request to its 200 (the "
