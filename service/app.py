@@ -344,7 +344,8 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         own_store = store is None
         opened = store or open_store(settings.redis_url, settings.data_dir,
                                      prefix=settings.redis_prefix,
-                                     resolve_timeout=settings.append_resolve_timeout)
+                                     resolve_timeout=settings.append_resolve_timeout,
+                                     dedup_window=settings.dedup_window)
         host = app.state.host = ModelHost(opened, settings, metrics)
         loop = _SyncLoop(host, settings.sync_interval)
         loop.start()

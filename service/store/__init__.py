@@ -47,7 +47,7 @@ __all__ = [
 
 
 def open_store(redis_url: str | None, data_dir: str | Path, *, prefix: str = "aucstream",
-               resolve_timeout: float = 10.0) -> Store:
+               resolve_timeout: float = 10.0, dedup_window: int = 100_000) -> Store:
     """The store the settings ask for.
 
     ``redis_url`` set: a :class:`RedisStore` on it with keys under ``prefix`` (no network
@@ -55,7 +55,10 @@ def open_store(redis_url: str | None, data_dir: str | Path, *, prefix: str = "au
     :class:`SqliteStore` in ``<data_dir>/aucstream.sqlite3``, created with its directory
     if missing (``prefix`` is not used: the file holds one service's models).
     ``resolve_timeout``: see :class:`RedisStore` (SQLite always knows an append's outcome).
+    ``dedup_window``: the ids a model remembers, which sizes a new Redis model's dedup
+    hash (see :class:`RedisStore`).
     """
     if redis_url:
-        return RedisStore.from_url(redis_url, prefix=prefix, resolve_timeout=resolve_timeout)
+        return RedisStore.from_url(redis_url, prefix=prefix, resolve_timeout=resolve_timeout,
+                                   dedup_window=dedup_window)
     return SqliteStore.in_dir(data_dir)
