@@ -1033,7 +1033,7 @@ def make_plots(quick: bool) -> list[Path]:
                if any(e["dataset"] == data_key(r) for e in entries.values())]
         cols = min(4, len(dss))
         rows = math.ceil(len(dss) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.4 * rows + 0.6),
+        fig, axes = plt.subplots(rows, cols, figsize=(max(8, 4 * cols), 3.4 * rows + 0.6),
                                  squeeze=False)
         learners = [m.key for m in table_config(key, quick).methods]
         colors = {k: plt.cm.tab10(i % 10) for i, k in enumerate(learners)}

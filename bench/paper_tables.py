@@ -30,7 +30,7 @@ TITLES = {
     "d52": "Dissertation Table 5.2 (FCBR, ch. 5)",
     "s3": "SOLAM Table 3 (Ying et al. 2016)",
     "f2": "FOAM/NOAM Table II (Ding et al. 2017)",
-    "d73": "Dissertation Table 7.3 (ASAM, PSAM, ch. 6-7)",
+    "d73": "Dissertation Table 7.3 (ASAM, PSAM, BAM, ch. 6-7)",
     "m3": "MBA Table III (Gultekin et al.)",
     "d32": "Dissertation Table 3.2 = Khalid et al. 2018 Table 2 (batch: RankSVM, FBAM, NBAM)",
     "d65": "Dissertation Tables 6.5, 6.6, 7.5 and Khalid et al. 2018 Table 4 (Nyström "
