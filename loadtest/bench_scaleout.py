@@ -185,6 +185,18 @@ def histogram_line(values: Sequence[float], edges: Sequence[float], unit: str,
     return " · ".join(parts) if parts else "(no samples)"
 
 
+def parse_settings(items: Sequence[str]) -> dict[str, str]:
+    """``["publish_interval=1.0"]`` -> ``{"publish_interval": "1.0"}`` (names lower case)."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip().lower().removeprefix("aucstream_")
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not value.strip():
+            raise ValueError(f"--set takes NAME=VALUE (a service setting); got {item!r}")
+        out[name] = value.strip()
+    return out
+
+
 def ratio_verdict(ratio: float, target: float = TARGET_RATIO) -> str:
     if ratio != ratio:
         return "n/a"
@@ -339,8 +351,8 @@ class Replica(ServiceProcess):
     """One ``aucstream serve`` process, a replica named ``name`` of the shared store."""
 
     def __init__(self, workdir: Path, store_url: str, name: str, *, log_level: str,
-                 env: dict[str, str] | None = None) -> None:
-        super().__init__(workdir, store_url, log_level=log_level)
+                 env: dict[str, str] | None = None, extra_path: str | None = None) -> None:
+        super().__init__(workdir, store_url, log_level=log_level, extra_path=extra_path)
         self.name = name
         self.env = {"AUCSTREAM_REPLICA_ID": name, **(env or {})}
         self.log_path = workdir / f"{name}.log"
@@ -375,7 +387,7 @@ class StoreServers:
 
     def __init__(self, kind: str, workdir: Path) -> None:
         self.kind = kind
-        self.workdir = workdir / kind
+        self.workdir = workdir / kind  # its data: one store per phase, none shared
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._single: RedisProcess | None = None
         self._cluster: Any = None
@@ -529,6 +541,8 @@ class Options:
     stores: list[str]
     only: list[str]
     log_level: str
+    extra_path: str | None = None  # prepended to the replicas' PYTHONPATH (A/B a patch)
+    settings: dict[str, str] = field(default_factory=dict)  # service settings to override
     idle_models: list[int] = field(default_factory=lambda: [4, 100])
     idle_seconds: float = 10.0
     budget: float | None = None  # cores of CPU time per replica in the 'budget' rows
@@ -562,7 +576,9 @@ class Bench:
                  ) -> list[Replica]:
         d = self.workdir / f"replicas-{phase}-{store.kind}"
         d.mkdir(exist_ok=True)
-        return [Replica(d, store.url, n, log_level=self.o.log_level, env=env)
+        settings = {f"AUCSTREAM_{k.upper()}": v for k, v in self.o.settings.items()}
+        return [Replica(d, store.url, n, log_level=self.o.log_level,
+                        env={**settings, **(env or {})}, extra_path=self.o.extra_path)
                 for n in REPLICAS]
 
     def start(self, r: Replica) -> float:
@@ -637,7 +653,7 @@ class Bench:
     # ------------------------------------------------------------------ learn and score
     async def scale_phase(self) -> None:
         o = self.o
-        store = StoreServers("redis", self.workdir)
+        store = StoreServers("redis", self.workdir / "scale")  # a store of its own
         store.start()
         self.res.labels["redis"] = store.label
         r0, r1 = self.replicas(store, "scale")
@@ -896,7 +912,7 @@ class Bench:
     # ------------------------------------------------------------------ failover, staleness
     async def ownership_phase(self, kind: str) -> None:
         o = self.o
-        store = StoreServers(kind, self.workdir)
+        store = StoreServers(kind, self.workdir / "ownership")
         say(f"[{kind}] starting the store")
         store.start()
         self.res.labels[kind] = store.label
@@ -1281,6 +1297,11 @@ def report(res: Results, o: Options, command: str, load: tuple[Sequence[float],
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     la = [", ".join(f"{x:.2f}" for x in xs) for xs in load]
     stores = "; ".join(f"{k}: {v}" for k, v in res.labels.items())
+    if o.extra_path:
+        code += f" (the replicas ran the package found first on {o.extra_path})"
+    if o.settings:
+        code += "; settings changed from their defaults: " + ", ".join(
+            f"{k} = {v}" for k, v in o.settings.items())
     out = [f"{when}; `{command}`; {code}; {cpu_model()}, {os.cpu_count()} cores, Python "
            f"{platform.python_version()}; client {client_kind} in the benchmark's process; "
            f"stores: {stores}. Each replica is one `aucstream serve` process (one worker). "
@@ -1345,6 +1366,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="placements of the learn and score rows (default: pinned unpinned, "
                    "and budget with --budget)")
     p.add_argument("--log-level", default="info", help="the replicas' log level")
+    p.add_argument("--set", dest="settings", action="append", default=[],
+                   metavar="NAME=VALUE", help="a service setting for every replica, e.g. "
+                   "publish_interval=1.0 (AUCSTREAM_PUBLISH_INTERVAL); repeatable")
+    p.add_argument("--extra-path", help="prepend to the replicas' PYTHONPATH (e.g. a copy of "
+                   "the package with a patch to try; the report then says so)")
     p.add_argument("--workdir", type=Path, help="keep the stores' data and the replicas' "
                    "logs here (default: a temporary directory, removed at the end)")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
@@ -1355,6 +1381,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.events, args.rounds, args.score_requests = 5_000, 1, 800
         args.failovers, args.samples = 2, 6
         args.idle_models, args.idle_seconds = [4, 20], 3.0
+    try:
+        args.settings = parse_settings(args.settings)
+    except ValueError as exc:
+        p.error(str(exc))
     if args.modes is None:
         args.modes = ["pinned", "unpinned"] + (["budget"] if args.budget else [])
     if "budget" in args.modes and not args.budget:
@@ -1374,7 +1404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    candidates=args.candidates, failovers=args.failovers,
                    samples=args.samples, stores=args.stores, only=args.only,
                    log_level=args.log_level, budget=args.budget, modes=args.modes,
-                   idle_models=args.idle_models, idle_seconds=args.idle_seconds)
+                   idle_models=args.idle_models, idle_seconds=args.idle_seconds,
+                   extra_path=args.extra_path, settings=args.settings)
     load0 = os.getloadavg()
     say(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {cpu_model()}, "
         f"{os.cpu_count()} cores; parts {' '.join(opts.only)}; stores {' '.join(opts.stores)}")

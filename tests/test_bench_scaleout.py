@@ -23,6 +23,7 @@ from loadtest.bench_scaleout import (
     histogram_line,
     learn_ratios,
     parse_args,
+    parse_settings,
     parse_thread_names,
     ratio_verdict,
     role_cpu,
@@ -186,3 +187,11 @@ def test_quick_runs_small_and_without_the_cluster_unless_asked():
     assert parse_args(["--quick", "--cluster"]).stores == ["redis", "cluster"]
     assert parse_args([]).stores == ["redis", "cluster"]
     assert parse_args(["--no-cluster"]).stores == ["redis"]
+
+
+def test_settings_become_names_of_the_service_settings():
+    assert parse_settings(["publish_interval=1.0", "AUCSTREAM_LEASE_TTL = 2"]) == {
+        "publish_interval": "1.0", "lease_ttl": "2"}
+    for bad in ("publish_interval", "=1", "x y=1", "lease_ttl="):
+        with pytest.raises(ValueError, match="NAME=VALUE"):
+            parse_settings([bad])
