@@ -24,7 +24,7 @@ import numpy as np
 from . import _newton as N
 from ._buffers import FIFO, RESERVOIR, grow_sparse, sparse_width
 from ._config import MAX_FEATURES_QUADRATIC, MAX_FEATURES_SPARSE
-from ._features import draw_rff, rff_map
+from ._features import draw_rff
 from ._kernels import NO_SCORES, csr_scores, dense_scores
 from ._nystrom import MAP_PARAMS, NystromLearner
 from ._rng import new_state, uniform
@@ -39,6 +39,7 @@ from .base import (
     scale_param,
     storage_param,
 )
+from .sam_kernel import fourier_features
 
 __all__ = ["FBAM", "NBAM", "NBAUC", "RankSVM", "fit_batch"]
 
@@ -490,16 +491,16 @@ class FBAM(_Retrained):
         return state
 
     def _features(self, X: np.ndarray, b: float) -> np.ndarray:
+        """ψ of the rows under b: the cosine columns of ``rff_map`` on [x, 1] and [θ, φ],
+        bit for bit, by FASAM's kernel (no sines formed; θ feature-major, kept per b)."""
         s = self._state
-        n, d = X.shape
         m = self.params["n_components"]
-        theta = np.empty((m, d + 1))
-        theta[:, :d] = s["freq_"] * math.sqrt(2.0 / b)
-        theta[:, d] = s["phase_"]
-        Xa = np.empty((n, d + 1))
-        Xa[:, :d] = X
-        Xa[:, d] = 1.0
-        return np.ascontiguousarray(rff_map(Xa, theta, math.sqrt(2.0 / m), False)[:, ::2])
+        cache = getattr(self, "_theta_cache", None)
+        if cache is None or cache[0] != b or cache[1] is not s["freq_"]:
+            theta_t = np.ascontiguousarray((s["freq_"] * math.sqrt(2.0 / b)).T)
+            cache = self._theta_cache = (b, s["freq_"], theta_t)
+        return fourier_features(np.ascontiguousarray(X), cache[2], s["phase_"],
+                                math.sqrt(2.0 / m))
 
     def _admit(self, batch: Batch, y: np.ndarray, a: int, b: int) -> None:
         s = self._state
