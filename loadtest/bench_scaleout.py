@@ -360,8 +360,12 @@ class Replica(ServiceProcess):
 
     def command(self) -> list[str]:
         # ServiceProcess drops AUCSTREAM_* from the environment; env(1) execs the service,
-        # so the process id stays the server's
-        return ["env", *(f"{k}={v}" for k, v in self.env.items()), *super().command()]
+        # so the process id stays the server's. With an extra path the replica starts in
+        # it: ``python -m`` puts the working directory first on sys.path, before
+        # PYTHONPATH, and the repository's own aucstream/ would win otherwise.
+        chdir = [f"--chdir={self.extra_path}"] if self.extra_path else []
+        return ["env", *chdir, *(f"{k}={v}" for k, v in self.env.items()),
+                *super().command()]
 
     @property
     def alive(self) -> bool:
@@ -385,8 +389,9 @@ class Replica(ServiceProcess):
 class StoreServers:
     """The store: one redis-server, or a 3-master cluster; their pids for pinning."""
 
-    def __init__(self, kind: str, workdir: Path) -> None:
+    def __init__(self, kind: str, workdir: Path, appendfsync: str = "always") -> None:
         self.kind = kind
+        self.appendfsync = appendfsync
         self.workdir = workdir / kind  # its data: one store per phase, none shared
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._single: RedisProcess | None = None
@@ -401,6 +406,20 @@ class StoreServers:
 
             self._cluster = RedisCluster(self.workdir)
             self._cluster.start()
+        if self.appendfsync != "always":  # the servers start with "always"
+            import redis
+
+            for port in self.ports():
+                r = redis.Redis(port=port, socket_timeout=5)
+                try:
+                    r.config_set("appendfsync", self.appendfsync)
+                finally:
+                    r.close()
+
+    def ports(self) -> list[int]:
+        if self._single is not None:
+            return [self._single.port]
+        return [n.port for n in self._cluster.nodes]
 
     @property
     def url(self) -> str:
@@ -409,8 +428,9 @@ class StoreServers:
     @property
     def label(self) -> str:
         if self._single is not None:
-            return f"Redis {self._single.version()} (one server, AOF, appendfsync always)"
-        return "Redis Cluster (3 masters, no replicas, AOF, appendfsync always)"
+            return (f"Redis {self._single.version()} (one server, AOF, appendfsync "
+                    f"{self.appendfsync})")
+        return f"Redis Cluster (3 masters, no replicas, AOF, appendfsync {self.appendfsync})"
 
     def pids(self) -> list[int]:
         if self._single is not None and self._single.proc is not None:
@@ -426,10 +446,8 @@ class StoreServers:
         """INFO stats counters summed over the store's servers."""
         import redis
 
-        ports = ([self._single.port] if self._single is not None
-                 else [n.port for n in self._cluster.nodes])
         out = [0] * len(keys)
-        for port in ports:
+        for port in self.ports():
             r = redis.Redis(port=port, socket_timeout=5)
             try:
                 info = r.info("stats")
@@ -543,6 +561,7 @@ class Options:
     log_level: str
     extra_path: str | None = None  # prepended to the replicas' PYTHONPATH (A/B a patch)
     settings: dict[str, str] = field(default_factory=dict)  # service settings to override
+    appendfsync: str = "always"  # the store's AOF policy
     idle_models: list[int] = field(default_factory=lambda: [4, 100])
     idle_seconds: float = 10.0
     budget: float | None = None  # cores of CPU time per replica in the 'budget' rows
@@ -653,7 +672,7 @@ class Bench:
     # ------------------------------------------------------------------ learn and score
     async def scale_phase(self) -> None:
         o = self.o
-        store = StoreServers("redis", self.workdir / "scale")  # a store of its own
+        store = StoreServers("redis", self.workdir / "scale", self.o.appendfsync)
         store.start()
         self.res.labels["redis"] = store.label
         r0, r1 = self.replicas(store, "scale")
@@ -849,7 +868,7 @@ class Bench:
         """What idle models cost: the replicas' and the store's CPU and the store's
         commands/s with N models that nobody uses, one replica and then two."""
         o = self.o
-        store = StoreServers("redis", self.workdir / "idle")
+        store = StoreServers("redis", self.workdir / "idle", self.o.appendfsync)
         store.start()
         r0, r1 = self.replicas(store, "idle")
         sc = Scenario(o.learner, {"kind": "hashed", "bits": o.bits}, "")
@@ -912,7 +931,7 @@ class Bench:
     # ------------------------------------------------------------------ failover, staleness
     async def ownership_phase(self, kind: str) -> None:
         o = self.o
-        store = StoreServers(kind, self.workdir / "ownership")
+        store = StoreServers(kind, self.workdir / "ownership", self.o.appendfsync)
         say(f"[{kind}] starting the store")
         store.start()
         self.res.labels[kind] = store.label
@@ -1366,11 +1385,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="placements of the learn and score rows (default: pinned unpinned, "
                    "and budget with --budget)")
     p.add_argument("--log-level", default="info", help="the replicas' log level")
+    p.add_argument("--appendfsync", choices=("always", "everysec", "no"), default="always",
+                   help="the store's AOF fsync policy (always: as the service benchmark, "
+                   "every acknowledged learn on disk)")
     p.add_argument("--set", dest="settings", action="append", default=[],
                    metavar="NAME=VALUE", help="a service setting for every replica, e.g. "
                    "publish_interval=1.0 (AUCSTREAM_PUBLISH_INTERVAL); repeatable")
-    p.add_argument("--extra-path", help="prepend to the replicas' PYTHONPATH (e.g. a copy of "
-                   "the package with a patch to try; the report then says so)")
+    p.add_argument("--extra-path", help="a directory whose packages the replicas import "
+                   "first (they start in it; e.g. a copy of aucstream/ with a patch to try; "
+                   "the report then says so)")
     p.add_argument("--workdir", type=Path, help="keep the stores' data and the replicas' "
                    "logs here (default: a temporary directory, removed at the end)")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
@@ -1405,7 +1428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    samples=args.samples, stores=args.stores, only=args.only,
                    log_level=args.log_level, budget=args.budget, modes=args.modes,
                    idle_models=args.idle_models, idle_seconds=args.idle_seconds,
-                   extra_path=args.extra_path, settings=args.settings)
+                   extra_path=args.extra_path, settings=args.settings,
+                   appendfsync=args.appendfsync)
     load0 = os.getloadavg()
     say(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {cpu_model()}, "
         f"{os.cpu_count()} cores; parts {' '.join(opts.only)}; stores {' '.join(opts.stores)}")
