@@ -1107,6 +1107,19 @@ def learn_ratios(rows: Sequence[dict[str, Any]]) -> list[tuple[int, str, str, fl
     return out
 
 
+def budget_remark(res: Results, o: Options) -> str:
+    """Whether the quota bound: every budgeted replica got at least 90 % of it."""
+    got = [v for r in res.learn + res.score if r["mode"] == "budget" for v in r["cpu"].values()]
+    if not got or not o.budget:
+        return ""
+    low = min(got)
+    if low >= 0.9 * o.budget:
+        return (f" (here every budgeted replica got {low:.0%}-{max(got):.0%} of a core: the "
+                f"quota of {o.budget:g} bound in every budget row)")
+    return (f" (here budgeted replicas got {low:.0%}-{max(got):.0%} of a core against a "
+            f"quota of {o.budget:g}: where they got less, other load decided, not the quota)")
+
+
 def learn_section(res: Results, o: Options) -> list[str]:
     rows = []
     ratios = {(rnd, m, rt): x for rnd, m, rt, x in learn_ratios(res.learn)}
@@ -1333,11 +1346,11 @@ def report(res: Results, o: Options, command: str, load: tuple[Sequence[float],
            "float over both, taking part of the replicas' cores; so the pinned two-replica "
            "rows understate what two replicas with a core each would do. *budget* (with "
            "`--budget C`) puts each replica in its own cgroup with a CFS quota of C cores and "
-           "pins nothing: two replicas with C = 0.5 leave a core for the client and the "
-           "store, so one and two replicas each get the same budget per replica. *unpinned*: "
+           "pins nothing, so one and two replicas get the same budget per replica and two "
+           "replicas, redis-server and the client fit in two cores (C ≤ 0.5). *unpinned*: "
            "the scheduler decides. Other users' processes were not kept off any core, and a "
-           "quota is a cap, not a guarantee: the 'replica CPU' column says what each got.",
-           ""]
+           "quota is a cap, not a guarantee: the 'replica CPU' column says what each got"
+           f"{budget_remark(res, o)}.", ""]
     out += learn_section(res, o) if res.learn else []
     out += score_section(res, o)
     out += idle_section(res, o)

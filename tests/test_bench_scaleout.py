@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 
 from aucstream.service.ownership import preferred_owner
 from loadtest.bench_scaleout import (
+    Options,
+    Results,
     balanced_names,
+    budget_remark,
     count_signs,
     cpu_layout,
     describe_layout,
@@ -195,3 +198,15 @@ def test_settings_become_names_of_the_service_settings():
     for bad in ("publish_interval", "=1", "x y=1", "lease_ttl="):
         with pytest.raises(ValueError, match="NAME=VALUE"):
             parse_settings([bad])
+
+
+def test_budget_remark_says_whether_the_quota_bound():
+    opts = Options("solam", 4, 1, 1, 1, 1, 20, 1, 1, 1, 1, ["redis"], ["learn"], "info",
+                   budget=0.25)
+    res = Results()
+    res.learn = [{"mode": "budget", "cpu": {"r0": 0.24, "r1": 0.23}},
+                 {"mode": "pinned", "cpu": {"r0": 0.05}}]
+    assert "bound in every budget row" in budget_remark(res, opts)
+    res.score = [{"mode": "budget", "cpu": {"r0": 0.12}}]
+    assert "other load decided" in budget_remark(res, opts)
+    assert budget_remark(Results(), opts) == ""
