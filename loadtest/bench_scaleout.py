@@ -16,24 +16,35 @@ load generator is :class:`loadtest.bench_service.Client` (aiohttp) in this proce
    request goes to the next replica in turn, as a load balancer without affinity: half of
    them reach a follower, which appends and acknowledges once the owner's publication
    covers the batch). Rows are *pinned* (CPU affinity of every thread, as ``taskset``:
-   see :func:`cpu_layout`) or *unpinned*; ``--rounds`` interleaves one- and two-replica
-   rows so that a change in the machine's other load hits both.
+   see :func:`cpu_layout`), *unpinned*, or with ``--budget C`` *budget* rows (each replica
+   in a cgroup with a CPU quota of C cores: :class:`CpuBudget`); ``--rounds`` interleaves
+   one- and two-replica rows so that a change in the machine's other load hits both. Each
+   row also says where the replicas' CPU went, by thread (event loop, request threads,
+   follow loop, sync loop, lease keeper).
 2. **Score latency** at 16 clients, 100 candidates: one replica, then two (8 clients on
    the owner, 8 on the follower).
-3. **Failover**: a fresh model per repetition, owned by one of two replicas; the owner is
+3. **Idle models** (``--idle-models``): what models that nobody uses cost the replicas and
+   the store (CPU, store commands/s) with one replica and with two.
+4. **Failover**: a fresh model per repetition, owned by one of two replicas; the owner is
    killed with SIGKILL and a learn is sent to the survivor at once: the time until the
    survivor reports itself the owner, and until it acknowledges (200) that learn.
-4. **Staleness**: a learn acknowledged by the owner at version v; then the follower's
+5. **Staleness**: a learn acknowledged by the owner at version v; then the follower's
    ``/score`` is polled (every 5 ms) until it reports at least v. Idle (only the probes
    learn) and under load (one client learning 500-event batches on the owner throughout).
+   Also how long a learn sent to the follower waits for its acknowledgement.
+
+``--set NAME=VALUE`` changes a service setting on every replica, ``--appendfsync`` the
+store's AOF policy, and ``--extra-path DIR`` runs the replicas from a patched copy of the
+package (A/B rows; the report names what changed).
 
 Progress goes to stderr, a markdown report to stdout; ``--write`` puts it into
 ``bench/RESULTS.md`` between ``<!-- scaleout:start -->`` and ``<!-- scaleout:end -->``
 under "## Scale-out". This is a benchmark, not a test: nothing in the test suite runs it.
 
-    python -m loadtest.bench_scaleout                # everything (~20 min on 2 cores)
-    python -m loadtest.bench_scaleout --quick        # a smoke run (small sizes, no cluster)
+    python -m loadtest.bench_scaleout --budget 0.25 --write  # everything (~35 min, root)
+    python -m loadtest.bench_scaleout --quick                # a smoke run, no cluster
     python -m loadtest.bench_scaleout --only failover staleness --cluster
+    python -m loadtest.bench_scaleout --only learn --modes pinned --set publish_interval=1
 """
 
 from __future__ import annotations
