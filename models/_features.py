@@ -14,7 +14,7 @@ from numba import njit
 
 from ._rng import normals
 
-__all__ = ["draw_rff", "gaussian_gram", "nystrom_map", "rbf", "rff_map"]
+__all__ = ["draw_rff", "gaussian_gram", "nystrom_map", "rbf", "rff_map", "sqdist"]
 
 
 def draw_rff(rng: np.ndarray, n_components: int, n_features: int, sigma: float) -> np.ndarray:
@@ -57,12 +57,9 @@ def rff_map(X, theta, scale, sin_first):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def rbf(a, b, gamma):
-    """κ(a, b) = exp(−γ‖a − b‖²) for two 1-D rows (γ = 1/(2σ²)).
-
-    ‖a − b‖² is summed in four interleaved partial sums: a fixed order, so the same bits
-    on every call, with independent chains the CPU can overlap.
-    """
+def sqdist(a, b):
+    """‖a − b‖² of two 1-D rows, summed in four interleaved partial sums: a fixed order,
+    so the same bits on every call, with independent chains the CPU can overlap."""
     n = a.shape[0]
     s0 = 0.0
     s1 = 0.0
@@ -83,7 +80,14 @@ def rbf(a, b, gamma):
         d0 = a[i] - b[i]
         s0 += d0 * d0
         i += 1
-    return math.exp(-gamma * ((s0 + s1) + (s2 + s3)))
+    return (s0 + s1) + (s2 + s3)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def rbf(a, b, gamma):
+    """κ(a, b) = exp(−γ‖a − b‖²) for two 1-D rows (γ = 1/(2σ²)), ‖a − b‖² by
+    :func:`sqdist`."""
+    return math.exp(-gamma * sqdist(a, b))
 
 
 @njit(cache=True, nogil=True)

@@ -53,6 +53,7 @@ import numpy as np
 from numba import njit
 
 from ._config import NYSTROM_EIG_FLOOR
+from ._features import sqdist
 from ._kernels import dense_scores
 from ._rng import below, uniform
 from ._validation import Batch, Interval, Param
@@ -100,32 +101,6 @@ LEARN_CHUNK = 1024
 
 
 # ============================================================================ kernels
-@njit(cache=True, nogil=True, inline="always")
-def _sqdist(a, b):
-    """‖a − b‖² of two 1-D rows with four interleaved partial sums (a fixed order)."""
-    n = a.shape[0]
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        d0 = a[i] - b[i]
-        d1 = a[i + 1] - b[i + 1]
-        d2 = a[i + 2] - b[i + 2]
-        d3 = a[i + 3] - b[i + 3]
-        s0 += d0 * d0
-        s1 += d1 * d1
-        s2 += d2 * d2
-        s3 += d3 * d3
-        i += 4
-    while i < n:
-        d0 = a[i] - b[i]
-        s0 += d0 * d0
-        i += 1
-    return (s0 + s1) + (s2 + s3)
-
-
 @njit(cache=True, nogil=True)
 def bandwidth(X):
     """b = mean_i ‖x_i − x̄‖² over the rows of X (x̄ their mean), summed in row order."""
@@ -138,7 +113,7 @@ def bandwidth(X):
         mean[i] /= n
     total = 0.0
     for r in range(n):
-        total += _sqdist(X[r], mean)
+        total += sqdist(X[r], mean)
     return total / n
 
 
@@ -155,7 +130,7 @@ def _seed(X, m, rng):
     centres[0, :] = X[first]
     d2 = np.empty(n)
     for r in range(n):
-        d2[r] = _sqdist(X[r], centres[0])
+        d2[r] = sqdist(X[r], centres[0])
     for k in range(1, m):
         total = 0.0
         for r in range(n):
@@ -176,7 +151,7 @@ def _seed(X, m, rng):
         centres[k, :] = X[pick]
         c = centres[k]
         for r in range(n):
-            dist = _sqdist(X[r], c)
+            dist = sqdist(X[r], c)
             if dist < d2[r]:
                 d2[r] = dist
     return centres
@@ -195,9 +170,9 @@ def _lloyd(X, centres, iters):
     for _ in range(iters):
         for r in range(n):
             best = 0
-            bd = _sqdist(X[r], centres[0])
+            bd = sqdist(X[r], centres[0])
             for k in range(1, m):
-                dist = _sqdist(X[r], centres[k])
+                dist = sqdist(X[r], centres[k])
                 if dist < bd:
                     bd = dist
                     best = k
