@@ -1120,22 +1120,19 @@ class ModelHost:
                 self._demote(model, "its lease was lost")
 
     def _place(self, model: HostedModel, now: float) -> None:
-        """Take, keep or hand over one model's lease: the preferred live replica
-        (rendezvous hashing) owns it; a model without an owner for two lease times is
-        taken by whoever sees it, whatever the preference."""
+        """Take or hand over one model's lease: the preferred live replica (rendezvous
+        hashing) owns it; a model without an owner for two lease times is taken by
+        whoever sees it, whatever the preference. (Renewals are :meth:`keep_leases`'s.)"""
         name = model.name
         preferred = preferred_owner(name, self.live)
-        if model.owned:
-            token = model.token
-            lease = self.store.acquire_lease(name, self.replica, self.settings.lease_ttl)
-            if lease is None or lease.token != token:
-                self._demote(model, "its lease was lost")
-            elif preferred != self.replica:
+        token = model.token
+        if token is not None:
+            if preferred != self.replica:
                 # hand over: publish the latest, so the next owner starts from it
                 with contextlib.suppress(LeaseLost):
                     model.checkpoint(self.store, self.settings, trim=False)
                 self._demote(model, f"handed over to {preferred}")
-                self.store.release_lease(name, self.replica, lease.token)
+                self.store.release_lease(name, self.replica, token)
             return
         lease = self.store.get_lease(name)
         if lease is not None and lease.holder != self.replica:
