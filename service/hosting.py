@@ -311,6 +311,10 @@ class HostedModel:
         self.published_version = 0  # the version of this owner's last publication
         self.published_at = 0.0  # monotonic time of the last publication or reload
         self.waiters = 0  # follower requests waiting for a publication
+        # an owner's looks for entries other replicas appended: every follow_interval
+        # while they come, the gap doubling (to publish_interval) while none do
+        self.look_at = 0.0
+        self.look_gap = 0.0
         self.changed = threading.Condition(threading.Lock())  # notified on new versions
         self._snapshot = self._make_snapshot()
 
@@ -1115,8 +1119,11 @@ class ModelHost:
             token = model.token
             if token is None:
                 continue
-            lease = self.store.acquire_lease(model.name, self.replica, self.settings.lease_ttl)
-            if lease is None or lease.token != token:
+            if not self.store.renew_lease(model.name, self.replica, token,
+                                          self.settings.lease_ttl):
+                with model.lock:
+                    if model.token != token:
+                        continue  # handed over or re-taken meanwhile, not lost
                 self._demote(model, "its lease was lost")
 
     def _place(self, model: HostedModel, now: float) -> None:
@@ -1180,9 +1187,7 @@ class ModelHost:
         for model in list(self._models.values()):
             try:
                 if model.owned:
-                    _, _, end = self.store.log_bounds(model.name)
-                    if end > model.version:
-                        model.catch_up(self.store, None, self.metrics)
+                    self._look(model, now)
                     if (model.version > model.published_version
                             and now - model.published_at >= self.settings.publish_interval):
                         model.checkpoint(self.store, self.settings, trim=False)
@@ -1196,6 +1201,26 @@ class ModelHost:
                 raise
             except Exception:
                 log.exception("model %s: following failed", model.name)
+
+    def _look(self, model: HostedModel, now: float) -> None:
+        """An owner: apply what other replicas appended. An idle model is looked at less
+        and less often (up to every publish_interval), so that many idle models cost few
+        store calls; a model a request thread is applying is left to that thread (it
+        applies up to its own entry, which comes after the others')."""
+        if now < model.look_at:
+            return
+        fast, slow = self.settings.follow_interval, max(self.settings.publish_interval,
+                                                        self.settings.follow_interval)
+        if model.lock.locked():
+            model.look_gap = fast
+        else:
+            _, _, end = self.store.log_bounds(model.name)
+            if end > model.version:
+                model.look_gap = fast
+                model.catch_up(self.store, None, self.metrics)
+            else:
+                model.look_gap = min(2 * model.look_gap, slow) if model.look_gap else fast
+        model.look_at = now + model.look_gap
 
     def _refresh(self, model: HostedModel) -> None:
         """A follower: load the owner's publication if it is newer than what it serves."""

@@ -59,7 +59,8 @@ class Settings(BaseSettings):
     )
     follow_interval: float = Field(
         0.02, gt=0, description="seconds between looks for new log entries (owners) and "
-        "publications (followers) while there are several replicas"
+        "publications (followers) while there are several replicas (an owner looks at an idle "
+        "model less often, doubling the gap up to publish_interval)"
     )
 
     # Request limits.

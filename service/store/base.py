@@ -275,6 +275,13 @@ class Store(Protocol):
         """
         raise NotImplementedError
 
+    def renew_lease(self, name: str, replica: str, token: int, ttl: float) -> bool:
+        """Extend the lease to now + ``ttl`` if ``replica`` holds it, unexpired, with
+        ``token`` (True); else change nothing (False) — unlike :meth:`acquire_lease`, a
+        free or lapsed lease is never taken, so a renewal racing a hand-over cannot take
+        the lease back. A missing model gives False. Raise ValueError as acquire_lease."""
+        raise NotImplementedError
+
     def release_lease(self, name: str, replica: str, token: int) -> bool:
         """Give the lease up if ``replica`` holds it with ``token`` (True), else nothing
         (False). The token is not reused: the next holder gets token + 1. A missing model

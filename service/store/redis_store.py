@@ -515,6 +515,13 @@ redis.call('SET', KEYS[2], string.format('%d', t) .. ':' .. ARGV[1], 'PX', ARGV[
 return {1, t}
 """
 
+# KEYS: lease. ARGV: replica, token, ttl (ms). Returns 1 if renewed, 0 if not held so.
+_RENEW = """#!lua
+if redis.call('GET', KEYS[1]) ~= ARGV[2] .. ':' .. ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
 # KEYS: lease. ARGV: replica, token. Returns 1 if released, 0 if not held so.
 _RELEASE = """#!lua
 if redis.call('GET', KEYS[1]) ~= ARGV[2] .. ':' .. ARGV[1] then return 0 end
@@ -787,6 +794,7 @@ class RedisStore:
         self._due_imp = client.register_script(_DUE_IMP)
         self._count_imp = client.register_script(_COUNT_IMP)
         self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._get_lease = client.register_script(_GET_LEASE)
         self._ckpt_version = client.register_script(_CKPT_VERSION)
@@ -1096,6 +1104,14 @@ class RedisStore:
         if not res[0]:
             return None
         return Lease(holder=replica, token=int(res[1]), ttl=ms / 1000)
+
+    def renew_lease(self, name: str, replica: str, token: int, ttl: float) -> bool:
+        (lease,) = self._keys(name, "lease")
+        replica = check_replica(replica)
+        token = check_position(token, "token")
+        ms = check_ttl(ttl)
+        with self._guard("renew_lease"):
+            return bool(self._renew(keys=[lease], args=[replica, token, ms]))
 
     def release_lease(self, name: str, replica: str, token: int) -> bool:
         (lease,) = self._keys(name, "lease")

@@ -637,6 +637,18 @@ class SqliteStore:
                       (name, token, replica, now + seconds))
         return Lease(holder=replica, token=token, ttl=seconds)
 
+    def renew_lease(self, name: str, replica: str, token: int, ttl: float) -> bool:
+        check_name(name)
+        replica = check_replica(replica)
+        token = check_position(token, "token")
+        seconds = check_ttl(ttl) / 1000
+        with self._guard("renew_lease"), self._tx() as c:
+            now = time.time()
+            cur = c.execute("UPDATE leases SET expires_at = ? "
+                            "WHERE name = ? AND holder = ? AND token = ? AND expires_at > ?",
+                            (now + seconds, name, replica, token, now))
+            return cur.rowcount > 0
+
     def release_lease(self, name: str, replica: str, token: int) -> bool:
         check_name(name)
         replica = check_replica(replica)

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from aucstream.service.codec import encode_batch
 from aucstream.service.encoding import EncodedBatch
 from aucstream.service.hosting import ModelHost
 from aucstream.service.metrics import Metrics
@@ -186,3 +187,56 @@ def test_a_killed_owner_is_replaced_after_its_lease_and_nothing_is_lost(settings
         t.join()
     for h in (a, b, replay):
         h.store.close()
+
+
+def test_an_idle_owned_model_is_looked_at_less_often(settings_for):
+    a = _host(settings_for, "a", follow_interval=0.01, publish_interval=0.08)
+    b = _host(settings_for, "b")
+    for h in (a, b):
+        h.keep_leases()
+    name = A_NAMES[0]
+    model = a.create(_config(name))
+    b.sync_once()
+    assert model.owned and a.scaled_out
+    looks = 0
+    bounds = a.store.log_bounds
+
+    def counted(n: str) -> tuple[int, int, int]:
+        nonlocal looks
+        looks += n == name
+        return bounds(n)
+
+    a.store.log_bounds = counted  # type: ignore[method-assign]
+    started = time.monotonic()
+    while time.monotonic() - started < 0.8:
+        a.follow_once()
+        time.sleep(0.002)
+    # every 0.01 s would be ~80 looks; doubling up to 0.08 s gives 4 + ~9
+    assert looks <= 20 and model.look_gap == pytest.approx(0.08)
+    # an entry another replica appends is applied within the longest gap, and the
+    # looks speed up again
+    batch, y = _batch(10, 1)
+    b.store.append(name, encode_batch(y, X=batch.X), [f"b-{i}" for i in range(10)])
+    appended = time.monotonic()
+    _until(lambda: (a.follow_once(), model.version == 10)[-1], timeout=5)
+    assert time.monotonic() - appended <= 0.08 + 0.5
+    assert model.look_gap == pytest.approx(0.01)
+    for h in (a, b):
+        h.store.close()
+
+
+def test_a_renewal_racing_a_hand_over_leaves_the_lease_free(settings_for):
+    a = _host(settings_for, "a")
+    a.keep_leases()
+    name = A_NAMES[0]
+    model = a.create(_config(name))
+    token = model.token
+    assert token is not None
+    # the hand-over released the lease before the lease keeper saw the demotion: the
+    # keeper must not take the lease back (a fresh token under "a" would keep the next
+    # owner waiting a whole lease time)
+    assert a.store.release_lease(name, "a", token)
+    a.keep_leases()
+    assert not model.owned
+    assert a.store.get_lease(name) is None
+    a.store.close()

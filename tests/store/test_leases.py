@@ -98,6 +98,34 @@ def test_release(store: Store, model: str) -> None:
     assert not store.release_lease(model, "a", 2)
 
 
+def test_renew_extends_only_the_holders_lease_with_its_token(store: Store, model: str) -> None:
+    lease = store.acquire_lease(model, "a", SHORT)
+    assert lease is not None
+    assert not store.renew_lease(model, "a", lease.token + 1, LONG)  # wrong token
+    assert not store.renew_lease(model, "b", lease.token, LONG)  # not the holder
+    assert store.renew_lease(model, "a", lease.token, LONG)
+    time.sleep(2 * SHORT)  # past the first expiry: the renewal holds it
+    held = store.get_lease(model)
+    assert held is not None and (held.holder, held.token) == ("a", lease.token)
+    assert held.ttl > LONG / 2
+    assert not store.renew_lease("missing", "a", lease.token, LONG)
+
+
+def test_renew_never_takes_a_free_or_lapsed_lease(store: Store, model: str) -> None:
+    # a renewal racing a hand-over: the lease was released, or ran out; either way it
+    # stays free for the next owner (acquire_lease would have taken it, token + 1)
+    lease = store.acquire_lease(model, "a", LONG)
+    assert lease is not None and store.release_lease(model, "a", lease.token)
+    assert not store.renew_lease(model, "a", lease.token, LONG)
+    assert store.get_lease(model) is None
+    lease = store.acquire_lease(model, "a", SHORT)
+    assert lease is not None
+    run_out(store, model)
+    assert not store.renew_lease(model, "a", lease.token, LONG)
+    assert store.get_lease(model) is None
+    assert store.acquire_lease(model, "b", LONG) == Lease("b", lease.token + 1, LONG)
+
+
 def test_a_lapsed_lease_cannot_be_released(store: Store, model: str) -> None:
     store.acquire_lease(model, "a", SHORT)
     run_out(store, model)
@@ -349,6 +377,8 @@ def test_bad_ttls_are_refused(store: Store, model: str, ttl: object) -> None:
     with pytest.raises(ValueError, match="ttl"):
         store.acquire_lease(model, "a", ttl)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="ttl"):
+        store.renew_lease(model, "a", 1, ttl)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ttl"):
         store.announce_replica("a", ttl)  # type: ignore[arg-type]
     assert store.get_lease(model) is None
 
@@ -364,5 +394,7 @@ def test_bad_replicas_and_tokens_are_refused(store: Store, model: str) -> None:
             store.save_checkpoint(model, 2, b"s", token=token)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="token"):
             store.release_lease(model, "a", token)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="token"):
+            store.renew_lease(model, "a", token, LONG)  # type: ignore[arg-type]
     assert store.load_checkpoint(model) is None
     assert store.get_lease(model) is None
