@@ -95,12 +95,52 @@ def decode_impression(blob: bytes) -> tuple[Any, float, int]:
 
 def impressions_of(batch: EncodedBatch, ids: Sequence[str | None], scores: np.ndarray,
                    version: int) -> list[tuple[str, bytes]]:
-    """The (id, payload) of every scored item that has an id (the first of a repeated id)."""
-    out: dict[str, bytes] = {}
+    """The (id, payload) of every scored item that has an id (the first of a repeated id).
+
+    The payloads are :func:`encode_impression`'s bytes exactly, assembled from one
+    conversion of the whole batch (a /score request keeps up to thousands of items, and
+    packing them one msgpack document at a time was a third of its cost)."""
+    first: dict[str, int] = {}
     for i, item_id in enumerate(ids):
-        if item_id is not None and item_id not in out:
-            out[item_id] = encode_impression(batch, i, float(scores[i]), version)
-    return list(out.items())
+        if item_id is not None and item_id not in first:
+            first[item_id] = i
+    if not first:
+        return []
+    # msgpack of a map {"f": 1, "s": <float64>, "v": <int>, ...} (4 keys dense, 5 sparse):
+    # the keys' order and encodings are the ones msgpack.packb gives encode_impression's
+    head = b"\xa1f" + msgpack.packb(_IMPRESSION_FORMAT) + b"\xa1s\xcb"
+    middle = b"\xa1v" + msgpack.packb(int(version))
+    served = np.asarray(scores, np.float64).astype(">f8").tobytes()
+    out = []
+    if batch.X is not None:
+        rows = np.ascontiguousarray(batch.X, np.float64)
+        size = rows.shape[1] * 8
+        data = rows.tobytes()
+        tag = middle + b"\xa1x" + _bin_header(size)
+        for item_id, i in first.items():
+            out.append((item_id, b"".join((b"\x84", head, served[8 * i: 8 * i + 8], tag,
+                                           data[size * i: size * (i + 1)]))))
+        return out
+    assert batch.indptr is not None and batch.indices is not None and batch.values is not None
+    indptr = batch.indptr
+    indices = np.ascontiguousarray(batch.indices, np.int64).tobytes()
+    values = np.ascontiguousarray(batch.values, np.float64).tobytes()
+    for item_id, i in first.items():
+        a, b = 8 * int(indptr[i]), 8 * int(indptr[i + 1])
+        n = _bin_header(b - a)
+        out.append((item_id, b"".join((b"\x85", head, served[8 * i: 8 * i + 8], middle,
+                                       b"\xa1i", n, indices[a:b], b"\xa1w", n,
+                                       values[a:b]))))
+    return out
+
+
+def _bin_header(size: int) -> bytes:
+    """msgpack's header of a bin object of ``size`` bytes (bin 8, 16 or 32)."""
+    if size < 1 << 8:
+        return b"\xc4" + size.to_bytes(1, "big")
+    if size < 1 << 16:
+        return b"\xc5" + size.to_bytes(2, "big")
+    return b"\xc6" + size.to_bytes(4, "big")
 
 
 def batch_of_rows(rows: Sequence[Any], n_features: int) -> EncodedBatch:

@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ from .codec import (
 from .encoding import EncodedBatch, FeatureEncoder
 from .feature_index import INITIAL_SLOTS, FeatureIndex, FrozenIndex, next_size
 from .feedback import Feedback, RequestAUC, sweep_timeouts
+from .group_write import GroupWriter
 from .metrics import Metrics
 from .ownership import preferred_owner, replica_id
 from .settings import Settings
@@ -269,6 +271,8 @@ class HostedModel:
         self.uid: str = config["uid"]
         self.encoder = FeatureEncoder(config["features"], max_value=max_feature_value)
         self.feedback = Feedback.of(config)
+        # /score requests' impressions, written together when they come together
+        self.keeper: GroupWriter[tuple[list[tuple[str, bytes]], float, float], int] | None = None
         self.impressions: dict[str, int] = {}  # pending impressions by status, last counted
         # AUC of the scores served to kept items against the labels they got (joined by
         # this process): a per-process view, like the counters, not part of the state
@@ -1104,6 +1108,18 @@ class ModelHost:
                 raise ApplyFailed(
                     f"The events are in the durable log, but model {model.name!r} failed "
                     f"while applying it and is quarantined: {q.reason}") from exc
+
+    def keep_impressions(self, model: HostedModel, items: list[tuple[str, bytes]],
+                         shown_at: float, expires_at: float) -> int:
+        """Keep one /score request's impressions; how many were kept. Requests for the
+        same model that arrive while one is being written are written together next."""
+        assert model.feedback is not None
+        keeper = model.keeper
+        if keeper is None:
+            keeper = model.keeper = GroupWriter(partial(
+                self.store.keep_impression_groups, model.name,
+                max_pending=model.feedback.max_pending))
+        return keeper.submit((items, shown_at, expires_at))
 
     # ------------------------------------------------------------------ ownership
     def announce(self) -> None:

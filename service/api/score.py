@@ -117,8 +117,7 @@ def _keep(host: ModelHost, model: HostedModel, batch: EncodedBatch,
     if not items:
         return 0
     now = time.time()
-    kept = host.store.keep_impressions(model.name, items, now, now + model.feedback.window_s,
-                                       model.feedback.max_pending)
+    kept = host.keep_impressions(model, items, now, now + model.feedback.window_s)
     first = {i: k for k, i in reversed(list(enumerate(ids))) if i is not None}
     model.request_auc.shown(list(first), [out.scores[k] for k in first.values()])
     if kept:

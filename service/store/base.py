@@ -322,6 +322,18 @@ class Store(Protocol):
         were newly kept. Atomic. Raise ModelNotFound, StoreUnavailable."""
         raise NotImplementedError
 
+    def keep_impression_groups(
+        self, name: str, groups: Sequence[tuple[Sequence[tuple[str, bytes]], float, float]],
+        max_pending: int,
+    ) -> list[int]:
+        """:meth:`keep_impressions` for several requests at once, in order: each group
+        ``(items, shown_at, expires_at)`` is kept as that call would keep it after the
+        groups before it, and its count returned. A store may make them one write (the
+        embedded store: one transaction, so concurrent /score requests share a commit);
+        all or nothing is not promised. Raise as keep_impressions, before writing
+        anything for an argument that call would refuse."""
+        raise NotImplementedError
+
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
         """The impressions among ``ids`` that are kept and not expired at ``now``."""
         raise NotImplementedError

@@ -592,30 +592,48 @@ drop_expired(ARGV[1], tonumber(ARGV[5]))
 local held = 0
 for s = 1, N do held = held + redis.call('ZCOUNT', KEYS[2 + N + s], '(' .. ARGV[1], '+inf') end
 local cap = tonumber(ARGV[3])
+local expires = tonumber(ARGV[2])
 local items = cmsgpack.unpack(ARGV[4])
 local kept = 0
-for i = 1, #items, 2 do
+local seen = {}
+-- in slices of 500 items: one HMGET, one HSET and two ZADDs each (not four calls an item)
+for c = 1, #items, 1000 do
   if held >= cap then break end
-  local id = items[i]
-  local old = redis.call('HGET', KEYS[2], id)
-  local fresh = true
-  if old then
-    local r = cmsgpack.unpack(old)
-    if r[3] > now then
-      fresh = false  -- the first showing counts
-    else  -- expired, not dropped yet: replaced
-      local s = STATUS[r[4]]
-      redis.call('ZREM', KEYS[2 + s], id)
-      redis.call('ZREM', KEYS[2 + N + s], id)
+  local ids = {}
+  for i = c, math.min(c + 999, #items), 2 do ids[#ids + 1] = items[i] end
+  local olds = redis.call('HMGET', KEYS[2], unpack(ids))
+  local fields, shown, exp = {}, {}, {}
+  for k = 1, #ids do
+    if held >= cap then break end
+    local id = ids[k]
+    local fresh = not seen[id]  -- a repeat within the request: the first counts
+    local old = olds[k]
+    if fresh and old then
+      local r = cmsgpack.unpack(old)
+      if r[3] > now then
+        fresh = false  -- the first showing counts
+      else  -- expired, not dropped yet: replaced
+        local s = STATUS[r[4]]
+        redis.call('ZREM', KEYS[2 + s], id)
+        redis.call('ZREM', KEYS[2 + N + s], id)
+      end
+    end
+    if fresh then
+      seen[id] = true
+      fields[#fields + 1] = id
+      fields[#fields + 1] = cmsgpack.pack({items[c + 2 * k - 1], now, expires, NAMES[1]})
+      shown[#shown + 1] = ARGV[1]
+      shown[#shown + 1] = id
+      exp[#exp + 1] = ARGV[2]
+      exp[#exp + 1] = id
+      held = held + 1
+      kept = kept + 1
     end
   end
-  if fresh then
-    redis.call('HSET', KEYS[2], id, cmsgpack.pack({items[i + 1], now, tonumber(ARGV[2]),
-                                                   NAMES[1]}))
-    redis.call('ZADD', KEYS[3], ARGV[1], id)
-    redis.call('ZADD', KEYS[3 + N], ARGV[2], id)
-    held = held + 1
-    kept = kept + 1
+  if #fields > 0 then
+    redis.call('HSET', KEYS[2], unpack(fields))
+    redis.call('ZADD', KEYS[3], unpack(shown))
+    redis.call('ZADD', KEYS[3 + N], unpack(exp))
   end
 end
 return kept
@@ -1170,6 +1188,22 @@ class RedisStore:
         if kept == -1:
             self._not_found(name)
         return int(kept)
+
+    def keep_impression_groups(
+        self, name: str, groups: Sequence[tuple[Sequence[tuple[str, bytes]], float, float]],
+        max_pending: int,
+    ) -> list[int]:
+        # one script call a group: the scripts run in redis-server, not under our lock,
+        # so there is no commit to share
+        for items, shown_at, expires_at in groups:
+            _check_items(items)
+            shown = _check_time(shown_at, "shown_at")
+            expires = _check_time(expires_at, "expires_at")
+            if expires <= shown:
+                raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
+        check_position(max_pending, "max_pending")
+        return [self.keep_impressions(name, items, shown_at, expires_at, max_pending)
+                for items, shown_at, expires_at in groups]
 
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
         keys = self._keys(name, "config", "imp")

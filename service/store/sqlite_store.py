@@ -700,49 +700,56 @@ class SqliteStore:
 
     def keep_impressions(self, name: str, items: Sequence[tuple[str, bytes]], shown_at: float,
                          expires_at: float, max_pending: int) -> int:
+        return self.keep_impression_groups(name, [(items, shown_at, expires_at)],
+                                           max_pending)[0]
+
+    def keep_impression_groups(
+        self, name: str, groups: Sequence[tuple[Sequence[tuple[str, bytes]], float, float]],
+        max_pending: int,
+    ) -> list[int]:
         check_name(name)
-        pairs = _check_items(items)
-        shown = _check_time(shown_at, "shown_at")
-        expires = _check_time(expires_at, "expires_at")
-        if expires <= shown:
-            raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
+        checked = [_checked_group(*group) for group in groups]
         cap = check_position(max_pending, "max_pending")
-        first: dict[str, bytes] = {}
-        for item_id, payload in pairs:
-            first.setdefault(item_id, payload)  # a repeat is kept already: the first counts
+        # one transaction: concurrent /score requests share its commit (the fsync)
         with self._guard("keep_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
-            held = self._held(c, mid, shown, self._drop_expired(c, mid, shown))
-            if held >= cap or not first:
-                return 0
-            old = {i: (exp, status) for i, exp, status in self._select_in(
-                c, "SELECT id, expires_at, status FROM impressions WHERE model = ? AND id IN ({})",
-                (mid,), list(first))}
-            take: list[tuple[str, bytes]] = []
-            counts: Counter[str] = Counter()
-            for item_id, payload in first.items():
-                if held >= cap:
-                    break
-                if item_id in old:
-                    exp, status = old[item_id]
-                    if exp > shown:
-                        continue  # kept already, and not expired: left as it is
-                    counts[status] -= 1  # expired, not deleted yet: replaced
-                take.append((item_id, payload))
-                held += 1
-            for i in range(0, len(take), _KEEP_ROWS):
-                chunk = take[i : i + _KEEP_ROWS]
-                c.execute(
-                    "INSERT INTO impressions (model, id, payload, shown_at, expires_at, status) "
-                    "SELECT ?, column1, column2, ?, ?, 'pending' FROM (VALUES "
-                    + ", ".join(["(?, ?)"] * len(chunk)) + ") WHERE true "
-                    "ON CONFLICT (model, id) DO UPDATE SET payload = excluded.payload, "
-                    "shown_at = excluded.shown_at, expires_at = excluded.expires_at, "
-                    "status = excluded.status",
-                    (mid, shown, expires, *(x for pair in chunk for x in pair)),
-                )
-            counts["pending"] += len(take)
-            self._count(c, mid, counts)
+            return [self._keep(c, mid, first, shown, expires, cap)
+                    for first, shown, expires in checked]
+
+    def _keep(self, c: sqlite3.Connection, mid: int, first: dict[str, bytes], shown: float,
+              expires: float, cap: int) -> int:
+        """One request's keep, inside the caller's transaction; how many were kept."""
+        held = self._held(c, mid, shown, self._drop_expired(c, mid, shown))
+        if held >= cap or not first:
+            return 0
+        old = {i: (exp, status) for i, exp, status in self._select_in(
+            c, "SELECT id, expires_at, status FROM impressions WHERE model = ? AND id IN ({})",
+            (mid,), list(first))}
+        take: list[tuple[str, bytes]] = []
+        counts: Counter[str] = Counter()
+        for item_id, payload in first.items():
+            if held >= cap:
+                break
+            if item_id in old:
+                exp, status = old[item_id]
+                if exp > shown:
+                    continue  # kept already, and not expired: left as it is
+                counts[status] -= 1  # expired, not deleted yet: replaced
+            take.append((item_id, payload))
+            held += 1
+        for i in range(0, len(take), _KEEP_ROWS):
+            chunk = take[i : i + _KEEP_ROWS]
+            c.execute(
+                "INSERT INTO impressions (model, id, payload, shown_at, expires_at, status) "
+                "SELECT ?, column1, column2, ?, ?, 'pending' FROM (VALUES "
+                + ", ".join(["(?, ?)"] * len(chunk)) + ") WHERE true "
+                "ON CONFLICT (model, id) DO UPDATE SET payload = excluded.payload, "
+                "shown_at = excluded.shown_at, expires_at = excluded.expires_at, "
+                "status = excluded.status",
+                (mid, shown, expires, *(x for pair in chunk for x in pair)),
+            )
+        counts["pending"] += len(take)
+        self._count(c, mid, counts)
         return len(take)
 
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
@@ -909,6 +916,20 @@ def _check_ids(ids: Sequence[str]) -> list[str]:
         if not isinstance(item_id, str):
             raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
     return list(dict.fromkeys(out))
+
+
+def _checked_group(items: Sequence[tuple[str, bytes]], shown_at: float,
+                   expires_at: float) -> tuple[dict[str, bytes], float, float]:
+    """One keep's arguments checked: the first payload of each id, shown_at, expires_at."""
+    pairs = _check_items(items)
+    shown = _check_time(shown_at, "shown_at")
+    expires = _check_time(expires_at, "expires_at")
+    if expires <= shown:
+        raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
+    first: dict[str, bytes] = {}
+    for item_id, payload in pairs:
+        first.setdefault(item_id, payload)  # a repeat is kept already: the first counts
+    return first, shown, expires
 
 
 def _check_items(items: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:

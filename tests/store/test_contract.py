@@ -557,6 +557,44 @@ def test_keep_stops_at_max_pending(store: Store, model: str) -> None:
         "n1", "j0", "j1"}
 
 
+def test_keep_groups_equal_keeps_one_after_another(store: Store) -> None:
+    """Several requests' keeps in one call (a group commit): each group is kept as its
+    own call would be after the ones before it — repeats, the cap, expiry and all."""
+    groups = [
+        ([("a", b"1"), ("b", b"2"), ("a", b"again")], T0, T0 + 10),
+        ([("b", b"later"), ("c", b"3"), ("d", b"4")], T0 + 1, T0 + 60),
+        ([], T0 + 2, T0 + 60),
+        ([("e", b"5"), ("f", b"6"), ("g", b"7")], T0 + 2, T0 + 60),  # the cap (5) bites
+        ([("a", b"new"), ("h", b"8")], T0 + 10, T0 + 90),  # a, b expired: room again
+    ]
+    ids = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    for name in ("one-by-one", "grouped"):
+        store.create_model(name, CONFIG)
+    singles = [store.keep_impressions("one-by-one", items, shown, expires, 5)
+               for items, shown, expires in groups]
+    assert singles == [2, 2, 0, 1, 2]
+    assert store.keep_impression_groups("grouped", groups, 5) == singles
+    for t in (T0 + 2, T0 + 10):
+        assert (store.get_impressions("grouped", ids, t)
+                == store.get_impressions("one-by-one", ids, t))
+        assert store.count_impressions("grouped", t) == store.count_impressions("one-by-one", t)
+    assert store.keep_impression_groups("grouped", [], 5) == []
+
+
+def test_a_bad_keep_group_writes_nothing(store: Store, model: str) -> None:
+    good = ([("a", b"1")], T0, T0 + 10)
+    for bad, exc in [(([("b", b"2")], T0, T0), ValueError),
+                     (([("b", "text")], T0, T0 + 10), TypeError),
+                     (([("b", b"2")], float("nan"), T0 + 10), ValueError)]:
+        with pytest.raises(exc):
+            store.keep_impression_groups(model, [good, bad], 9)  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        store.keep_impression_groups(model, [good], -1)
+    with pytest.raises(ModelNotFound):
+        store.keep_impression_groups("missing", [good], 9)
+    assert store.count_impressions(model, T0) == ZERO
+
+
 def test_max_pending_counts_unexpired_impressions_only_however_many_expired(
     store: Store, model: str
 ) -> None:
