@@ -385,7 +385,48 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-class NystromLearner(Learner):
+class MappedLearner:
+    """Learning and scoring through a feature map ψ, ``LEARN_CHUNK`` rows at a time (a
+    large batch's mapped block would not fit in memory at once). Mixed into a
+    ``Learner`` that implements ``_map_rows(X, state)`` (ψ of the rows), ``_map_ready(state)``
+    (is there a map yet: until then every score is 0), ``_learn_mapped(Z, y, prior)`` and
+    ``_served(state)`` (the weight vector that scores ψ)."""
+
+    _state: dict[str, np.ndarray]
+
+    def _map_rows(self, X: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _map_ready(self, state: dict[str, np.ndarray]) -> bool:
+        raise NotImplementedError
+
+    def _learn_mapped(self, Z: np.ndarray, y: np.ndarray, prior: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _served(self, state: dict[str, np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _learn_rows(self, X: np.ndarray, y: np.ndarray, prior: np.ndarray) -> None:
+        s = self._state
+        for a in range(0, X.shape[0], LEARN_CHUNK):
+            b = min(a + LEARN_CHUNK, X.shape[0])
+            self._learn_mapped(self._map_rows(X[a:b], s), y[a:b],
+                               prior[a:b] if prior.shape[0] else prior)
+
+    def _score(self, batch: Batch) -> np.ndarray:
+        s = self._state
+        X = batch.dense
+        if not self._map_ready(s):
+            return np.zeros(X.shape[0])
+        w = self._served(s)
+        out = np.empty(X.shape[0])
+        for a in range(0, X.shape[0], LEARN_CHUNK):
+            b = min(a + LEARN_CHUNK, X.shape[0])
+            out[a:b] = dense_scores(self._map_rows(X[a:b], s), w)
+        return out
+
+
+class NystromLearner(MappedLearner, Learner):
     """Base class: a learner on ψ(x), the k-means++ Nyström map fitted on a warm-up window.
 
     The first ``warmup`` events are kept raw (``window_``, ``wlabel_``); the event that
@@ -523,24 +564,8 @@ class NystromLearner(Learner):
         return transform_prepared(X, lt, packed, int(state["rank_"][0]),
                                   1.0 / float(state["bandwidth_"][0]))
 
-    def _learn_rows(self, X: np.ndarray, y: np.ndarray, prior: np.ndarray) -> None:
-        s = self._state
-        for a in range(0, X.shape[0], LEARN_CHUNK):
-            b = min(a + LEARN_CHUNK, X.shape[0])
-            self._learn_mapped(self._map_rows(X[a:b], s), y[a:b],
-                               prior[a:b] if prior.shape[0] else prior)
-
-    def _score(self, batch: Batch) -> np.ndarray:
-        s = self._state
-        X = batch.dense
-        if s["rank_"][0] == 0:
-            return np.zeros(X.shape[0])
-        w = self._served(s)
-        out = np.empty(X.shape[0])
-        for a in range(0, X.shape[0], LEARN_CHUNK):
-            b = min(a + LEARN_CHUNK, X.shape[0])
-            out[a:b] = dense_scores(self._map_rows(X[a:b], s), w)
-        return out
+    def _map_ready(self, state: dict[str, np.ndarray]) -> bool:
+        return bool(state["rank_"][0] > 0)
 
     def _scoring_state(self) -> dict[str, np.ndarray]:
         """Copies of the model's scoring arrays and counters; the frozen map is shared."""

@@ -30,12 +30,11 @@ from numba import njit
 
 from . import _sam_kernels as K
 from ._features import draw_rff
-from ._kernels import dense_scores
 from ._nystrom import (
     FALLBACK_BANDWIDTH,
-    LEARN_CHUNK,
     MAP_PARAMS,
     NYSTROM_MAX_FEATURES,
+    MappedLearner,
     NystromLearner,
     bandwidth,
 )
@@ -338,7 +337,7 @@ def fourier_features(X, theta_t, phase, scale):
 
 
 @register
-class FASAM(_OnFeatures, Learner):
+class FASAM(_OnFeatures, MappedLearner, Learner):
     __doc__ = (
         """FASAM: ASAM on random Fourier features (dissertation §6.7, Algorithm 10 on ψ).
 
@@ -507,7 +506,7 @@ class FASAM(_OnFeatures, Learner):
         s["wlabel_"] = np.zeros(0)
         self._learn_rows(X, y, _EMPTY)
 
-    def _map(self, X: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
+    def _map_rows(self, X: np.ndarray, state: dict[str, np.ndarray]) -> np.ndarray:
         """ψ of the rows of X under the state's b (θ = freq·√(2/b) feature-major, derived
         once per b and kept: the draws are never written)."""
         b = float(state["bw_"][0])
@@ -518,25 +517,10 @@ class FASAM(_OnFeatures, Learner):
         m = state["phase_"].shape[0]
         return fourier_features(X, cache[2], state["phase_"], math.sqrt(2.0 / m))
 
-    def _learn_rows(self, X: np.ndarray, y: np.ndarray, prior: np.ndarray) -> None:
-        s = self._state
-        for a in range(0, X.shape[0], LEARN_CHUNK):
-            b = min(a + LEARN_CHUNK, X.shape[0])
-            self._learn_mapped(self._map(X[a:b], s), y[a:b],
-                               prior[a:b] if prior.shape[0] else prior)
+    def _map_ready(self, state: dict[str, np.ndarray]) -> bool:
+        return bool(state["bw_"][0] != 0.0)
 
     # ------------------------------------------------------------------ scoring
-    def _score(self, batch: Batch) -> np.ndarray:
-        s = self._state
-        X = batch.dense
-        if s["bw_"][0] == 0.0:
-            return np.zeros(X.shape[0])
-        w = self._served(s)
-        out = np.empty(X.shape[0])
-        for a in range(0, X.shape[0], LEARN_CHUNK):
-            b = min(a + LEARN_CHUNK, X.shape[0])
-            out[a:b] = dense_scores(self._map(X[a:b], s), w)
-        return out
 
     def _scoring_state(self) -> dict[str, np.ndarray]:
         """Copies of the scoring arrays and counters; the fixed draws are shared."""

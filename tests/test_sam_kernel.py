@@ -170,7 +170,7 @@ def test_fasam_is_asam_on_fbam_s_features():
     assert s["window_"].shape == (0, 5)  # a fixed bandwidth: no warm-up
     Z = fbam._features(X, b)
     for a, c in ((0, 1), (1, 4), (4, 11), (11, 200)):  # tiles of 4 rows and remainders
-        np.testing.assert_array_equal(lrn._map(X[a:c], lrn._state), Z[a:c])
+        np.testing.assert_array_equal(lrn._map_rows(X[a:c], lrn._state), Z[a:c])
     lrn.learn(X, y)
     twin = models.create("asam", n_features=24, seed=7, storage="dense", **SAM)
     twin._state["rng_"][:] = f["rng_"]  # the generator after the draws
@@ -191,7 +191,7 @@ def test_fasam_bandwidth_is_the_nystrom_maps_on_the_same_window():
     b = fa.get_state()["bw_"][0]
     assert b == na.get_state()["bandwidth_"][0]
     assert b == pytest.approx(mean_sqdist(X[:80]), rel=1e-13)
-    P = fa._map(X[:40], fa._state)
+    P = fa._map_rows(X[:40], fa._state)
     K = np.exp(-((X[:40, None, :] - X[None, :40, :]) ** 2).sum(-1) / b)
     err = np.abs(P @ P.T - K)  # Monte Carlo error ~ 1/√m ≈ 0.016
     assert err.mean() < 0.02 and err.max() < 0.1
