@@ -68,28 +68,47 @@ class Feedback:
 
 
 # --------------------------------------------------------------------------- impressions
+# Format 1: {"f": 1, "s": score, "v": version, "x": float64 row} (dense), or "i" (int64
+# indices) and "w" (float64 values) for a sparse row. Format 2 (sparse rows only, since
+# 2026-11-25) keeps a quarter of the bytes of a hashed one-hot row: "j" (uint32 indices)
+# instead of "i" when every index fits, and no "w" when every value is 1.0. Both decode.
+_DENSE_FORMAT = 1
+_SPARSE_FORMAT = 2
+_U32 = 1 << 32
+
+
 def encode_impression(batch: EncodedBatch, i: int, score: float, version: int) -> bytes:
     """One scored row, with the score it was served and the model version, as bytes."""
-    doc: dict[str, Any] = {"f": _IMPRESSION_FORMAT, "s": float(score), "v": int(version)}
+    doc: dict[str, Any] = {"f": _DENSE_FORMAT if batch.X is not None else _SPARSE_FORMAT,
+                           "s": float(score), "v": int(version)}
     if batch.X is not None:
         doc["x"] = np.ascontiguousarray(batch.X[i], np.float64).tobytes()
     else:
         assert batch.indptr is not None and batch.indices is not None and batch.values is not None
         a, b = int(batch.indptr[i]), int(batch.indptr[i + 1])
-        doc["i"] = np.ascontiguousarray(batch.indices[a:b], np.int64).tobytes()
-        doc["w"] = np.ascontiguousarray(batch.values[a:b], np.float64).tobytes()
+        idx = np.asarray(batch.indices[a:b], np.int64)
+        if idx.size == 0 or (idx.min() >= 0 and idx.max() < _U32):
+            doc["j"] = idx.astype(np.uint32).tobytes()
+        else:
+            doc["i"] = idx.tobytes()
+        values = np.asarray(batch.values[a:b], np.float64)
+        if not (values == 1.0).all():
+            doc["w"] = np.ascontiguousarray(values).tobytes()
     return msgpack.packb(doc, use_bin_type=True)
 
 
 def decode_impression(blob: bytes) -> tuple[Any, float, int]:
     """(row, served score, version): row a 1-D float array (dense) or (indices, values)."""
     doc = msgpack.unpackb(blob, raw=False)
-    if not isinstance(doc, dict) or doc.get("f") != _IMPRESSION_FORMAT:
+    if not isinstance(doc, dict) or doc.get("f") not in (1, 2):
         raise ValueError("unknown impression format")
     if "x" in doc:
         row: Any = np.frombuffer(doc["x"], np.float64)
     else:
-        row = (np.frombuffer(doc["i"], np.int64), np.frombuffer(doc["w"], np.float64))
+        idx = (np.frombuffer(doc["j"], np.uint32).astype(np.int64) if "j" in doc
+               else np.frombuffer(doc["i"], np.int64))
+        values = np.frombuffer(doc["w"], np.float64) if "w" in doc else np.ones(idx.size)
+        row = (idx, values)
     return row, float(doc["s"]), int(doc["v"])
 
 
@@ -106,32 +125,52 @@ def impressions_of(batch: EncodedBatch, ids: Sequence[str | None], scores: np.nd
             first[item_id] = i
     if not first:
         return []
-    # msgpack of a map {"f": 1, "s": <float64>, "v": <int>, ...} (4 keys dense, 5 sparse):
-    # the keys' order and encodings are the ones msgpack.packb gives encode_impression's
-    head = b"\xa1f" + msgpack.packb(_IMPRESSION_FORMAT) + b"\xa1s\xcb"
-    middle = b"\xa1v" + msgpack.packb(int(version))
+    # msgpack of a map {"f": F, "s": <float64>, "v": <int>, ...}: the keys' order and
+    # encodings are the ones msgpack.packb gives encode_impression's
     served = np.asarray(scores, np.float64).astype(">f8").tobytes()
+    middle = b"\xa1v" + msgpack.packb(int(version))
     out = []
     if batch.X is not None:
+        head = b"\x84\xa1f" + msgpack.packb(_DENSE_FORMAT) + b"\xa1s\xcb"
         rows = np.ascontiguousarray(batch.X, np.float64)
         size = rows.shape[1] * 8
         data = rows.tobytes()
         tag = middle + b"\xa1x" + _bin_header(size)
         for item_id, i in first.items():
-            out.append((item_id, b"".join((b"\x84", head, served[8 * i: 8 * i + 8], tag,
+            out.append((item_id, b"".join((head, served[8 * i: 8 * i + 8], tag,
                                            data[size * i: size * (i + 1)]))))
         return out
     assert batch.indptr is not None and batch.indices is not None and batch.values is not None
-    indptr = batch.indptr
-    indices = np.ascontiguousarray(batch.indices, np.int64).tobytes()
-    values = np.ascontiguousarray(batch.values, np.float64).tobytes()
-    for item_id, i in first.items():
-        a, b = 8 * int(indptr[i]), 8 * int(indptr[i + 1])
-        n = _bin_header(b - a)
-        out.append((item_id, b"".join((b"\x85", head, served[8 * i: 8 * i + 8], middle,
-                                       b"\xa1i", n, indices[a:b], b"\xa1w", n,
-                                       values[a:b]))))
+    indptr = np.asarray(batch.indptr, np.int64)
+    indices = np.ascontiguousarray(batch.indices, np.int64)
+    values = np.ascontiguousarray(batch.values, np.float64)
+    rows = list(first.values())
+    narrow = _rows_all(indptr, (indices >= 0) & (indices < _U32), rows)
+    ones = _rows_all(indptr, values == 1.0, rows)
+    wide_bytes = indices.tobytes()
+    narrow_bytes = indices.astype(np.uint32).tobytes() if narrow.any() else b""
+    value_bytes = values.tobytes()
+    # a map of 4 entries (f, s, v, i|j), or 5 with w
+    tail = b"\xa1f" + msgpack.packb(_SPARSE_FORMAT) + b"\xa1s\xcb"
+    heads = {False: b"\x84" + tail, True: b"\x85" + tail}
+    for k, (item_id, i) in enumerate(first.items()):
+        a, b = int(indptr[i]), int(indptr[i + 1])
+        parts = [heads[not ones[k]], served[8 * i: 8 * i + 8], middle]
+        if narrow[k]:
+            parts += [b"\xa1j", _bin_header(4 * (b - a)), narrow_bytes[4 * a: 4 * b]]
+        else:
+            parts += [b"\xa1i", _bin_header(8 * (b - a)), wide_bytes[8 * a: 8 * b]]
+        if not ones[k]:
+            parts += [b"\xa1w", _bin_header(8 * (b - a)), value_bytes[8 * a: 8 * b]]
+        out.append((item_id, b"".join(parts)))
     return out
+
+
+def _rows_all(indptr: np.ndarray, flags: np.ndarray, rows: list[int]) -> np.ndarray:
+    """For each of ``rows``, are all its entries' ``flags`` true (an empty row: yes)?"""
+    bad = np.concatenate(([0], np.cumsum(~flags)))  # false flags before each position
+    r = np.asarray(rows, np.int64)
+    return bad[indptr[r + 1]] == bad[indptr[r]]
 
 
 def _bin_header(size: int) -> bytes:

@@ -1,8 +1,11 @@
-"""Kept impressions' payloads: the batch packer gives encode_impression's bytes exactly."""
+"""Kept impressions' payloads: the batch packer gives encode_impression's bytes exactly,
+and every format written so far decodes."""
 
 from __future__ import annotations
 
+import msgpack
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,9 +39,13 @@ def sparse_case(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     indptr = np.zeros(n + 1, np.int64)
     indptr[1:] = np.cumsum(sizes)
-    batch = EncodedBatch(n=n, indptr=indptr,
-                         indices=rng.integers(0, 2**40, int(indptr[-1])),
-                         values=rng.normal(size=int(indptr[-1])) * 1e3)
+    nnz = int(indptr[-1])
+    top = draw(st.sampled_from([2**20, 2**32, 2**32 + 2]))  # uint32 or not, row by row
+    values = rng.normal(size=nnz) * 1e3
+    ones = draw(st.sampled_from(["all", "most", "none"]))  # one-hot rows keep no values
+    if ones != "none":
+        values = np.where(rng.random(nnz) < (1.0 if ones == "all" else 0.9), 1.0, values)
+    batch = EncodedBatch(n=n, indptr=indptr, indices=rng.integers(0, top, nnz), values=values)
     scores = rng.normal(size=n) * draw(st.sampled_from([1.0, 1e-300, 1e300]))
     return batch, _ids(draw, n), scores, draw(VERSIONS)
 
@@ -73,3 +80,27 @@ def test_the_batch_packer_gives_encode_impressions_bytes(case) -> None:
 def test_no_ids_keep_nothing() -> None:
     batch = EncodedBatch(n=2, X=np.ones((2, 3)))
     assert impressions_of(batch, [None, None], np.zeros(2), 1) == []
+
+
+def test_one_hot_hashed_rows_take_a_quarter_of_the_bytes() -> None:
+    n, nnz = 100, 35
+    batch = EncodedBatch(n=n, indptr=np.arange(0, (n + 1) * nnz, nnz),
+                         indices=np.random.default_rng(0).integers(0, 2**20, n * nnz),
+                         values=np.ones(n * nnz))
+    sizes = [len(p) for _, p in impressions_of(batch, [str(i) for i in range(n)],
+                                                 np.zeros(n), 12_345)]
+    assert max(sizes) <= 4 * nnz + 32  # format 1 took 16 bytes a feature
+    assert all(decode_impression(p)[0][1].tolist() == [1.0] * nnz
+               for _, p in impressions_of(batch, ["a"], np.zeros(n), 1))
+
+
+def test_format_1_sparse_payloads_still_decode() -> None:
+    """Impressions kept before format 2 (int64 indices and float64 values always)."""
+    idx, values = np.array([3, 2**40], np.int64), np.array([1.0, 0.5])
+    blob = msgpack.packb({"f": 1, "s": -0.25, "v": 9, "i": idx.tobytes(),
+                          "w": values.tobytes()}, use_bin_type=True)
+    (got_idx, got_values), score, version = decode_impression(blob)
+    assert got_idx.tolist() == idx.tolist() and got_values.tolist() == values.tolist()
+    assert (score, version) == (-0.25, 9)
+    with pytest.raises(ValueError, match="unknown impression format"):
+        decode_impression(msgpack.packb({"f": 3, "s": 0.0, "v": 1}))
