@@ -286,22 +286,29 @@ def _fit(ring_s, ring_y, head, filled, per_class, min_fit, min_pairs, coef):
     sd = math.sqrt(var / n)
     if sd <= _FLAT_SCORES * max(abs(mean), 1.0):
         return n
-    # Newton on (a, b) over z = (s − mean)/sd, from a = 0 and the smoothed rate.
+    # Newton on (a, b) over z = (s − mean)/sd, from a = 0 and the smoothed rate. The
+    # centred scores, z and the targets are computed once per fit (the same values as
+    # computing them in every pass: the fit is unchanged to the bit).
+    d = np.empty(n)
+    z = np.empty(n)
+    t = np.empty(n)
+    for i in range(n):
+        d[i] = ring_s[i] - mean
+        z[i] = d[i] / sd
+        t[i] = t_pos if ring_y[i] == 1 else t_neg
     a = 0.0
     b = coef[1]
-    f = _objective(ring_s, ring_y, n, mean, sd, a, b, t_pos, t_neg)
+    f = _objective(d, t, sd, a, b, math.inf)
     for _ in range(_NEWTON_MAX_ITER):
         g0 = g1 = h00 = h01 = h11 = 0.0
         for i in range(n):
-            z = (ring_s[i] - mean) / sd
-            p = _sigmoid(a * z + b)
-            t = t_pos if ring_y[i] == 1 else t_neg
-            r = p - t
+            p = _sigmoid(a * z[i] + b)
+            r = p - t[i]
             v = max(p * (1.0 - p), 1e-12)
-            g0 += r * z
+            g0 += r * z[i]
             g1 += r
-            h00 += v * z * z
-            h01 += v * z
+            h00 += v * z[i] * z[i]
+            h01 += v * z[i]
             h11 += v
         h00 += 1e-12  # keeps the 2 × 2 system solvable on degenerate windows
         h11 += 1e-12
@@ -312,8 +319,7 @@ def _fit(ring_s, ring_y, head, filled, per_class, min_fit, min_pairs, coef):
         fa = f
         accepted = False
         while step > 1e-10:  # halve until the objective does not rise
-            fa = _objective(ring_s, ring_y, n, mean, sd, a - step * da, b - step * db,
-                            t_pos, t_neg)
+            fa = _objective(d, t, sd, a - step * da, b - step * db, f)
             if fa <= f:
                 accepted = True
                 break
@@ -333,12 +339,17 @@ def _fit(ring_s, ring_y, head, filled, per_class, min_fit, min_pairs, coef):
 
 
 @njit(cache=True, nogil=True)
-def _objective(ring_s, ring_y, n, mean, sd, a, b, t_pos, t_neg):
-    """Cross-entropy of σ(a·z + b) against the smoothed targets (stable form)."""
+def _objective(d, t, sd, a, b, limit):
+    """Cross-entropy of σ(a·d/sd + b) against the smoothed targets ``t`` (stable form), or
+    a partial sum above ``limit`` as soon as there is one. Every term is ≥ 0 in floating
+    point too (fl(max(u, 0) + log1p(·)) ≥ max(u, 0) ≥ fl(t·u) for t in (0, 1)), so the
+    partial sums never fall: a step whose sum passes the current value is refused
+    without the rest, and the halving takes the same steps as summing everything."""
     f = 0.0
-    for i in range(n):
-        u = a * (ring_s[i] - mean) / sd + b
-        t = t_pos if ring_y[i] == 1 else t_neg
+    for i in range(d.shape[0]):
+        u = a * d[i] / sd + b
         # −t·log σ(u) − (1 − t)·log(1 − σ(u)) = log(1 + e^u) − t·u
-        f += (max(u, 0.0) + math.log1p(math.exp(-abs(u)))) - t * u
+        f += (max(u, 0.0) + math.log1p(math.exp(-abs(u)))) - t[i] * u
+        if f > limit:
+            return f
     return f
