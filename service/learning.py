@@ -1,11 +1,13 @@
 """Learning from a /learn-shaped body: parse (the numba fast path, else pydantic with
 every error worded), join labels by id, append durably, apply. Used by POST /learn and
-by the stream ingester."""
+by the stream ingester, which reads the next body (:func:`parse_fast`) while the previous
+one is appended and applied (:func:`learn_parsed`)."""
 
 from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,44 +20,84 @@ from .parsing import check_count, validate_json
 from .schemas import MODEL_NAME, Event, LearnRequest, LearnResponse
 from .settings import Settings
 
-__all__ = ["learn_body"]
+__all__ = ["ParsedLearn", "learn_body", "learn_parsed", "parse_fast"]
 
 _NAME = re.compile(MODEL_NAME)
+
+
+@dataclass(frozen=True)
+class ParsedLearn:
+    """A /learn body read by the fast path: its model and encoded events, not learned yet."""
+
+    model: HostedModel
+    batch: EncodedBatch
+    labels: np.ndarray  # int8 ±1 per event
+    ids: list[str | None]
+    started: float  # perf_counter() when reading the body began (the learn latency's start)
+
+
+def parse_fast(body: bytes, host: ModelHost, settings: Settings) -> ParsedLearn | None:
+    """The body read by the fast path, or None when :func:`learn_body` must decide (an
+    unknown model, anything unusual or invalid: the regular path words the error)."""
+    return _parse_fast(body, host, settings, time.perf_counter())
+
+
+def _parse_fast(body: bytes, host: ModelHost, settings: Settings,
+                started: float) -> ParsedLearn | None:
+    name = fastjson.model_name(body)
+    if name is None or not _NAME.match(name):
+        return None
+    model = host.find(name)  # unknown: the regular path validates first, then 404s
+    if model is None:
+        return None
+    fast = fastjson.parse_learn(body, model.config["features"], settings.max_events_per_request,
+                                settings.max_feature_value)
+    if fast is None:
+        return None
+    assert fast.labels is not None
+    return ParsedLearn(model, fast.batch, fast.labels, fast.ids, started)
 
 
 def learn_body(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnResponse, bool]:
     """The response, and whether the events were applied (else durable only: 202)."""
     started = time.perf_counter()
-    name = fastjson.model_name(body)
-    fast = None
-    if name is not None and _NAME.match(name):
-        model = host.find(name)  # unknown: the regular path validates first, then 404s
-        fast = model and fastjson.parse_learn(body, model.config["features"],
-                                              settings.max_events_per_request,
-                                              settings.max_feature_value)
+    parsed = _parse_fast(body, host, settings, started)
+    if parsed is not None:
+        return learn_parsed(parsed, body, host)
+    # the regular path: full validation, every error worded
+    req = validate_json(body, LearnRequest)
+    check_count(len(req.events), "events", settings.max_events_per_request)
+    model = host.get(req.model)
     order: list[int] | None = None  # the event index of each row, when not the identity
-    unmatched: list[str] | None = None
+    unmatched: list[str] | None = [] if model.feedback is not None else None
     served: list[tuple[float, int]] = []  # (score served, label) of labels joined by id
     joined_labels: list[tuple[str, int]] = []  # (item id, label) of those, not late
     late = 0
-    if fast is not None:
-        batch, y, ids = fast.batch, fast.labels, fast.ids
-        if model.feedback is not None:
-            unmatched = []
-    else:  # the regular path: full validation, every error worded
-        req = validate_json(body, LearnRequest)
-        check_count(len(req.events), "events", settings.max_events_per_request)
-        model = host.get(req.model)
-        if model.feedback is not None:
-            unmatched = []
-        label_only = check_label_only(req.events, model.feedback is not None)
-        if label_only:
-            batch, y, ids, order, unmatched, late, served, joined_labels = _join(
-                host, model, req.events, label_only)
-        else:
-            batch = model.encoder.encode(req.events)
-            y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))
-            ids = [e.id for e in req.events]
+    label_only = check_label_only(req.events, model.feedback is not None)
+    if label_only:
+        batch, y, ids, order, unmatched, late, served, joined_labels = _join(
+            host, model, req.events, label_only)
+    else:
+        batch = model.encoder.encode(req.events)
+        y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))
+        ids = [e.id for e in req.events]
+    return _learn(body, host, model, batch, y, ids, started, order, unmatched, late, served,
+                  joined_labels)
+
+
+def learn_parsed(parsed: ParsedLearn, body: bytes, host: ModelHost
+                 ) -> tuple[LearnResponse, bool]:
+    """Learn what :func:`parse_fast` read from ``body``: as :func:`learn_body` would."""
+    model = parsed.model
+    return _learn(body, host, model, parsed.batch, parsed.labels, parsed.ids, parsed.started,
+                  None, [] if model.feedback is not None else None, 0, [], [])
+
+
+def _learn(body: bytes, host: ModelHost, model: HostedModel, batch: EncodedBatch,
+           y: np.ndarray, ids: list[str | None], started: float, order: list[int] | None,
+           unmatched: list[str] | None, late: int, served: list[tuple[float, int]],
+           joined_labels: list[tuple[str, int]]) -> tuple[LearnResponse, bool]:
+    """Append and apply a read body's batch; the response, and whether it was applied."""
     if batch.n == 0:  # every event was a label that joined nothing, or a late duplicate
         return LearnResponse(accepted=0, duplicates=late, version=model.version,
                              unmatched=unmatched), True

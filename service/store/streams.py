@@ -50,6 +50,17 @@ class StreamConsumer:
                                            count=count)
         return _entries(res[1])
 
+    def others_pending(self) -> bool:
+        """Do other consumers of the group (previous owners) hold unacknowledged entries?"""
+        with self.store._guard("xpending"):
+            summary = self.store._r.xpending(self.key, self.group)
+        for c in summary.get("consumers") or []:
+            name = c["name"]
+            if (name.decode() if isinstance(name, bytes) else name) != self.consumer \
+                    and int(c["pending"]) > 0:
+                return True
+        return False
+
     def read(self, count: int, block_ms: int | None, pending: bool = False
              ) -> list[StreamEntry]:
         """New entries (``pending``: this consumer's delivered, unacknowledged ones)."""
