@@ -224,10 +224,11 @@ class StreamIngester:
             out, _ = learn_parsed(parsed, body, self.host)
         except EncodingError:
             return entries
-        self.consumer.ack([entry_id for entry_id, _ in entries])
+        # counted before the acknowledgement: what waits for it sees the counts
         name = self.model.name
         self.metrics.ingest_entries.labels(name, "learned").inc(len(entries))
         self.metrics.ingest_events.labels(name).inc(out.accepted)
+        self.consumer.ack([entry_id for entry_id, _ in entries])
         return None
 
     def _settle(self) -> None:
@@ -265,9 +266,9 @@ class StreamIngester:
         except (BodyValidationError, EncodingError, PayloadTooLarge):
             return False  # one by one finds and dead-letters the bad entry
         name = self.model.name
-        self.consumer.ack([entry_id for entry_id, _ in entries])
         self.metrics.ingest_entries.labels(name, "learned").inc(len(entries))
         self.metrics.ingest_events.labels(name).inc(out.accepted)
+        self.consumer.ack([entry_id for entry_id, _ in entries])
         return True
 
     def _one_by_one(self, entries: list[StreamEntry]) -> int:

@@ -33,6 +33,7 @@ from . import fastjson
 from .encoding import FeatureEncoder
 from .feature_index import FeatureIndex
 from .ingest import is_one_array
+from .store.id_digests import digest_args
 
 __all__ = ["warm_up"]
 
@@ -100,6 +101,7 @@ def _warm_extras() -> None:
     index.frozen().lookup(csr, 2)
     FeatureIndex(index.columns())
     is_one_array(b"[]")
+    digest_args(["e"], 2)  # the Redis store's append
 
 
 _DONE = threading.Event()

@@ -94,7 +94,6 @@ key, so in a cluster it lives in one slot; every other script touches one model'
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -105,7 +104,6 @@ from contextlib import contextmanager
 from typing import Any, NoReturn, cast
 
 import msgpack
-import numpy as np
 import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
@@ -130,6 +128,7 @@ from aucstream.service.store.base import (
     check_token,
     check_ttl,
 )
+from aucstream.service.store.id_digests import digest_args
 
 __all__ = ["RedisStore"]
 
@@ -948,16 +947,18 @@ class RedisStore:
         ids = check_event_ids(event_ids)
         data = bytes(payload)
         given = [eid for eid in ids if eid is not None]
-        digests = [_digest(eid) for eid in given]
-        packed = msgpack.packb(digests, use_bin_type=False) if given else b""
         mask = b"" if len(given) == len(ids) else bytes(49 if eid is not None else 48
                                                          for eid in ids)
         distinct = b"1" if len(set(given)) == len(given) else b"0"
         started = time.monotonic()
+        argued = 0  # the field count `packed` and `in_fields` are for
         while True:
             fields = self._model_fields.get(name, self._fields)
+            if fields != argued:
+                packed, in_fields = digest_args(given, fields) if given else (b"", b"")
+                argued = fields
             legacy = name in self._legacy
-            args = [data, packed, self._token_ttl_ms, mask, fields, _fields_of(digests, fields),
+            args = [data, packed, self._token_ttl_ms, mask, fields, in_fields,
                     msgpack.packb(given) if legacy else b"", distinct]
             try:
                 res = self._append(keys=keys, args=args)
@@ -1266,19 +1267,6 @@ class RedisStore:
         self._r.close()
         if self._w is not self._r:
             self._w.close()
-
-
-def _digest(event_id: str) -> bytes:
-    """The 8 bytes the dedup window remembers an event id by: BLAKE2b-64 of its UTF-8."""
-    return hashlib.blake2b(event_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-
-
-def _fields_of(digests: list[bytes], fields: int) -> bytes:
-    """msgpack [field of each 8-byte digest]: the digest (big-endian) mod ``fields``, in
-    decimal."""
-    at = np.frombuffer(b"".join(digests), dtype=">u8") % np.uint64(fields)
-    # (strings: the script passes them on as they are; a Lua number would be formatted)
-    return cast(bytes, msgpack.packb(at.astype(np.bytes_).tolist(), use_bin_type=False))
 
 
 def _result(record: bytes, payload: bytes) -> AppendResult:

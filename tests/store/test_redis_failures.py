@@ -6,7 +6,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import msgpack
 import pytest
 
 from aucstream.service.store import (
@@ -16,7 +15,7 @@ from aucstream.service.store import (
     StoreUnavailable,
     open_store,
 )
-from aucstream.service.store.redis_store import _digest, _fields_of
+from aucstream.service.store.id_digests import digest_args
 from tests.redis_servers import RedisServer, fast_redis_store, free_port
 
 
@@ -138,11 +137,9 @@ def test_a_fenced_append_is_never_written(own_redis: RedisServer) -> None:
     def args(payload: bytes, ids: list[str | None]) -> list[object]:
         """The append script's arguments, as RedisStore.append sends them."""
         given = [i for i in ids if i is not None]
-        digests = [_digest(i) for i in given]
         mask = b"" if len(given) == len(ids) else bytes(49 if i else 48 for i in ids)
-        packed = msgpack.packb(digests, use_bin_type=False) if given else b""
-        return [payload, packed, 60_000, mask, store._fields,
-                _fields_of(digests, store._fields), b"", b"1"]
+        packed, fields = digest_args(given, store._fields) if given else (b"", b"")
+        return [payload, packed, 60_000, mask, store._fields, fields, b"", b"1"]
 
     res = store._append(keys=[*keys, key], args=args(b"late", ["z"]))
     assert res == [-2, b"fenced"]
