@@ -41,6 +41,26 @@ def _finite_scores(s: Any) -> np.ndarray:
     return a
 
 
+def _labels_int8(y: Any, n: int) -> np.ndarray:
+    """Labels as contiguous int8 in {-1, 0, 1} (> 0 is positive), accepted and refused
+    exactly as by ``_labels01``; bool, integer and float arrays take a few passes fewer
+    (this runs on every rolling update)."""
+    a = np.asarray(y)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if a.ndim == 1 and a.shape[0] == n and n:
+        if a.dtype == np.bool_:
+            return np.ascontiguousarray(a).view(np.int8)
+        if a.dtype.kind in "iuf":
+            lo, hi = a.min(), a.max()
+            if lo >= -1 and hi <= 1:  # False for NaN
+                a8 = a.astype(np.int8)
+                if ((a.dtype.kind != "f" or (a8 == a).all())
+                        and not (lo == -1 and (a8 == 0).any())):
+                    return a8
+    return _labels01(a, n).view(np.int8)  # the slow path raises the usual errors
+
+
 def auc(y_true: Any, scores: Any) -> float:
     """Exact ROC AUC with ties counted ½; NaN when a class is absent.
 
@@ -78,7 +98,12 @@ def u_statistic(scores: np.ndarray, pos: np.ndarray) -> float:
 
 
 class RollingAUC:
-    """Exact AUC over the last ``window`` (score, label) pairs, O(log W) per update.
+    """Exact AUC over the last ``window`` (score, label) pairs.
+
+    Each class keeps its window scores sorted, with a sorted buffer of recent insertions
+    and deletions (see ``_auc_kernels``); a batch is counted by galloping searches and
+    applied as set operations, so its cost grows with the batch and ~sqrt(window · batch),
+    not with the window.
 
     >>> r = RollingAUC(window=3)
     >>> r.update([0.9, 0.1, 0.5], [1, 0, 0])
@@ -103,8 +128,12 @@ class RollingAUC:
         self._ring_y = np.zeros(w, np.int8)
         self._ring = np.zeros(2, np.int64)  # head, filled
         self._counts = np.zeros(3, np.int64)  # n_neg, n_pos, 2U
-        self._pos = K.new_tree(w)
-        self._neg = K.new_tree(w)
+        # Per class (0 negative, 1 positive): sorted scores M (a row of _sorted; the third
+        # row is spare), buffered sorted insertions I and deletions T, and per class
+        # (len M, len I, len T, row of M); the class holds M − T + I.
+        self._sorted = np.zeros((3, w))
+        self._buf = np.zeros((2, 2, K.buffer_capacity(w)))
+        self._fill = np.array([[0, 0, 0, 0], [0, 0, 0, 1]], np.int64)
 
     @property
     def nbytes(self) -> int:
@@ -113,10 +142,16 @@ class RollingAUC:
 
     def update(self, scores: Any, labels: Any) -> None:
         """Push pairs in order; the oldest leave once the window is full."""
-        s = np.atleast_1d(_finite_scores(np.atleast_1d(scores)))
-        y = _labels01(np.atleast_1d(labels), s.shape[0]).astype(np.int8)
-        K.rolling_update(s, y, self._ring_s, self._ring_y, self._ring, self._counts,
-                         *self._pos, *self._neg)
+        s = np.asarray(scores, dtype=np.float64)
+        if s.ndim == 0:
+            s = s.reshape(1)
+        s = _finite_scores(s)
+        if not s.flags.c_contiguous:  # one compiled signature: the warm-up's
+            s = np.ascontiguousarray(s)
+        y = _labels_int8(labels, s.shape[0])
+        if not K.rolling_update(s, y, self._ring_s, self._ring_y, self._ring, self._counts,
+                                self._sorted, self._buf, self._fill):
+            raise RuntimeError("RollingAUC: its sorted arrays lost a score (a bug).")
 
     @property
     def n_neg(self) -> int:
@@ -135,7 +170,7 @@ class RollingAUC:
         return u2 / (2.0 * n_pos * n_neg)
 
     def get_state(self) -> dict[str, Any]:
-        """The window's pairs, oldest first (the trees are rebuilt from them)."""
+        """The window's pairs, oldest first (the sorted arrays are rebuilt from them)."""
         head, filled = (int(v) for v in self._ring)
         idx = (np.arange(filled) + (head if filled == self.window else 0)) % self.window
         return {
