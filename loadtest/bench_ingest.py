@@ -5,13 +5,15 @@ benchmark) and ``aucstream serve`` on it, fills a stream with ``--entries`` entr
 ``--batch`` (500) hashed ad-click events each (ids included, as a producer should send
 them), then creates a model with ``"ingest": {"redis_stream": ...}`` and times it from
 creation until its version covers every event: the owner reads through a consumer group,
-learns each read's entries through /learn's parser and durable append (the next read is
-read and parsed meanwhile), and acknowledges them. Prefilling measures what the ingester
+learns each read's entries through /learn's parser and durable append, and acknowledges
+them (pipelined: a read is parsed while the one before is appended and the one before
+that applied). Prefilling measures what the ingester
 sustains (the producer is not what limits it). The table also gives when the first
 events were learned (the ingest supervisor starts an ingester within 0.25 s of the
 model's creation; the first read is then parsed, appended and applied alone), the CPU
 seconds of the server and of redis-server over the run (the append script's dedup of
-event ids runs in redis-server, on the same cores), and the 1-minute load average
+event ids runs in redis-server, on the same cores; INFO commandstats splits out the µs
+per event of the append scripts and of the stream reads), and the 1-minute load average
 before and after each run: other work on the machine slows it. This is a benchmark, not
 a test.
 
@@ -105,6 +107,7 @@ def run_one(service: ServiceProcess, r: redis.Redis, redis_pid: int, learner: st
     load0 = _load()
     cpu0 = service.cpu_seconds()
     rcpu0 = proc_cpu_seconds(redis_pid)
+    r.config_resetstat()
     t0 = time.perf_counter()
     _http("POST", f"{service.url}/models", {
         "name": name, "learner": learner,
@@ -119,6 +122,11 @@ def run_one(service: ServiceProcess, r: redis.Redis, redis_pid: int, learner: st
     elapsed = time.perf_counter() - t0
     cpu = service.cpu_seconds() - cpu0
     rcpu = proc_cpu_seconds(redis_pid) - rcpu0
+    stats = r.info("commandstats")
+    # the append script (its dedup window included) and the stream reads, in redis-server
+    script_us = sum(v["usec"] for k, v in stats.items()
+                    if k in ("cmdstat_evalsha", "cmdstat_eval"))
+    read_us = sum(v["usec"] for k, v in stats.items() if k == "cmdstat_xreadgroup")
     load1 = _load()
     rewrites = r.info("persistence").get("aof_rewrites", 0) - rewrites0
     dead = r.xlen(f"{stream}:dead")
@@ -128,7 +136,8 @@ def run_one(service: ServiceProcess, r: redis.Redis, redis_pid: int, learner: st
     say(f"{learner}: {total} events in {elapsed:.2f} s = {total / elapsed:,.0f} events/s "
         f"(load {load0:.2f} -> {load1:.2f})")
     return {"learner": learner, "events": total, "seconds": elapsed, "first": first,
-            "rate": total / elapsed, "cpu": cpu, "redis_cpu": rcpu, "dead": dead,
+            "rate": total / elapsed, "cpu": cpu, "redis_cpu": rcpu,
+            "script_us": script_us / total, "read_us": read_us / total, "dead": dead,
             "pending": pending, "load": (load0, load1), "rewrites": rewrites}
 
 
@@ -166,12 +175,14 @@ def main(argv: list[str] | None = None) -> None:
             rp.stop()
     table = markdown_table(
         ["learner", "events", "seconds", "events/s", "target", "met", "first learned s",
-         "server CPU s", "redis CPU s", "AOF rewrites", "load", "dead letters", "pending"],
+         "server CPU s", "redis CPU s", "redis µs/event: scripts", "reads", "AOF rewrites",
+         "load", "dead letters", "pending"],
         [[x["learner"], f"{x['events']:,}", f"{x['seconds']:.2f}", f"{x['rate']:,.0f}",
           f"{TARGETS.get(x['learner'], 0):,}",
           "yes" if x["rate"] >= TARGETS.get(x["learner"], 0) else "no",
           "-" if x["first"] is None else f"{x['first']:.2f}",
-          f"{x['cpu']:.1f}", f"{x['redis_cpu']:.1f}", x["rewrites"],
+          f"{x['cpu']:.1f}", f"{x['redis_cpu']:.1f}", f"{x['script_us']:.2f}",
+          f"{x['read_us']:.2f}", x["rewrites"],
           f"{x['load'][0]:.2f} → {x['load'][1]:.2f}", x["dead"], x["pending"]]
          for x in rows])
     runs = "" if args.repeat == 1 else (
