@@ -85,7 +85,9 @@ def _warm_extras() -> None:
     rolling.update(X[:, 0], y)
     models.RollingAUC.from_state(rolling.get_state())
     # /score's probabilities: the first fit comes at 100 pairs
-    PlattCalibrator().update(np.tile(X[:, 0], 13), np.tile(y, 13))
+    calibration = PlattCalibrator()
+    calibration.update(np.tile(X[:, 0], 13), np.tile(y, 13))
+    calibration.predict(X[:, 0])
     FeatureEncoder({"kind": "hashed", "bits": 8}).encode([{"features": {"a": "b", "c": 1.0}}])
     hashed = b'{"model": "w", "events": [{"features": {"a": "b", "n": {"c": 1.5}}, "label": 1}]}'
     dense = b'{"model": "w", "events": [{"x": [1.0, 2], "label": 0, "id": "e"}]}'
