@@ -51,14 +51,7 @@ from .group_write import GroupWriter
 from .metrics import Metrics
 from .ownership import preferred_owner, replica_id
 from .settings import Settings
-from .store.base import (
-    AppendResult,
-    LeaseLost,
-    LogEntry,
-    ModelNotFound,
-    Store,
-    StoreUnavailable,
-)
+from .store.base import LeaseLost, LogEntry, ModelNotFound, Store, StoreUnavailable
 
 __all__ = [
     "ApplyFailed",
@@ -1053,29 +1046,15 @@ class ModelHost:
         appended, AppendOutcomeUnknown if that cannot be known, ApplyFailed if the model
         broke while applying (it is then quarantined).
         """
-        return self.apply_appended(model, self.append_only(model, batch, y, ids))
-
-    def append_only(self, model: HostedModel, batch: EncodedBatch, y: np.ndarray,
-                    ids: list[str | None]) -> AppendResult:
-        """The first half of :meth:`append_and_apply`: the batch durable in the log, kept
-        for this process's applier; :meth:`apply_appended` must follow, in append order
-        (the stream ingester appends the next batch while the previous one is applied)."""
         X = batch.learner_input()
         payload = encode_batch(y, X=batch.X) if batch.X is not None else encode_batch(y, csr=X)
         result = self.store.append(model.name, payload, ids)
         dups = len(result.duplicates)
         if dups:
             self.metrics.duplicates.labels(model.name).inc(dups)
-        if result.entry is not None:
-            model.remember(result.entry, (y, X), self.metrics)
-        return result
-
-    def apply_appended(self, model: HostedModel, result: AppendResult
-                       ) -> tuple[int, int, int, bool]:
-        """The second half of :meth:`append_and_apply` (which says what it returns and
-        raises): the log applied up to an appended batch."""
         entry = result.entry
-        dups = len(result.duplicates)
+        if entry is not None:
+            model.remember(entry, (y, X), self.metrics)
         try:
             applied = self._apply_after_append(model, result.version)
         finally:

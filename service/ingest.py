@@ -9,14 +9,12 @@ once its events are in the model's durable log. An entry that cannot be learned 
 dead-letter stream with its error, and is acknowledged: it never blocks the rest.
 
 A read's entries are learned as one /learn body (one durable append) when they are all
-good, the common case. Learning is pipelined in three stages, each on its own thread (Redis
-I/O and the numba parser and learners release the GIL): the ingester reads and parses read
-k + 2 while read k + 1 is appended to the durable log and read k is applied and
-acknowledged. Appends happen in stream order, so entries are learned in stream order,
-except after a read the model refused as a whole (a poison event): its entries are then
-learned one by one, dead-lettering the bad one, after the read appended behind it.
-Anything else (an entry to dead-letter, claiming a previous owner's entries, re-reading
-after store trouble) first waits for everything in flight.
+good, the common case. Reading is pipelined: while one read's events are appended, applied
+and acknowledged on a helper thread, the ingester reads and parses the next read's (Redis
+I/O and the numba parser and learners release the GIL). One read is in flight at a time:
+the next is appended only once the previous is acknowledged, so entries are learned in
+stream order; anything else (an entry to dead-letter, claiming a previous owner's
+entries, re-reading after store trouble) first waits for the one in flight.
 
 Redelivery: entries read but not acknowledged when an owner dies stay pending in the group;
 the next owner claims them, and this replica re-reads its own after store trouble. An
@@ -36,12 +34,12 @@ import numpy as np
 from numba import njit
 
 from .encoding import EncodingError
-from .hosting import EntryRefused, HostedModel, ModelHost, ModelQuarantined
-from .learning import ParsedLearn, learn_body, parse_fast
+from .hosting import HostedModel, ModelHost, ModelQuarantined
+from .learning import ParsedLearn, learn_body, learn_parsed, parse_fast
 from .metrics import Metrics
 from .parsing import BodyValidationError, PayloadTooLarge
 from .settings import Settings
-from .store.base import AppendOutcomeUnknown, AppendResult, ModelNotFound, StoreUnavailable
+from .store.base import AppendOutcomeUnknown, ModelNotFound, StoreUnavailable
 from .store.redis_store import RedisStore
 from .store.streams import StreamConsumer, StreamEntry
 
@@ -90,11 +88,9 @@ class StreamIngester:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"aucstream-ingest-{model.name}")
-        # one read appended while the one before is applied and acknowledged
-        self._appender = ThreadPoolExecutor(1, f"aucstream-ingest-{model.name}-append")
-        self._applier = ThreadPoolExecutor(1, f"aucstream-ingest-{model.name}-apply")
-        self._appending: Future[Future[list[StreamEntry] | None]] | None = None
-        self._applying: Future[list[StreamEntry] | None] | None = None
+        # appends, applies and acknowledges one read while the next is read and parsed
+        self._learner = ThreadPoolExecutor(1, f"aucstream-ingest-{model.name}-learn")
+        self._inflight: Future[list[StreamEntry] | None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -117,8 +113,7 @@ class StreamIngester:
             self._loop()
         finally:
             self._drain()
-            self._appender.shutdown(wait=True)
-            self._applier.shutdown(wait=True)
+            self._learner.shutdown(wait=True)
 
     def _loop(self) -> None:
         started = False
@@ -181,24 +176,23 @@ class StreamIngester:
         """Learn a read's entries: as one append when they are all good (the common case),
         else each on its own (dead-lettering the bad ones); return how many were handled.
 
-        A good read is parsed here, then appended on the append thread once the read before
-        it is appended, and applied and acknowledged on the apply thread (:meth:`_settle`
-        waits for both and raises what went wrong there); other reads are learned here,
-        after everything in flight. Store trouble propagates; what was not acknowledged
-        stays pending."""
+        A good read is parsed here and learned on the helper thread once the read before
+        it is acknowledged (:meth:`_settle` waits for it and raises what went wrong there);
+        other reads are learned here, after it. Store trouble propagates; what was not
+        acknowledged stays pending."""
         if not entries:
             return 0
         prepared = self._prepare(entries)
-        if prepared is None:
-            self._settle()
-            if len(entries) > 1 and self._combined(entries):
-                return len(entries)
-            return self._one_by_one(entries)
-        self._settle_append()  # the read before is in the log: stream order
-        self._appending = self._appender.submit(self._append_read, entries, prepared)
-        return len(entries)
+        self._settle()  # the read before: stream order
+        if prepared is not None:
+            body, parsed = prepared
+            self._inflight = self._learner.submit(self._learn_read, entries, body, parsed)
+            return len(entries)
+        if len(entries) > 1 and self._combined(entries):
+            return len(entries)
+        return self._one_by_one(entries)
 
-    def _prepare(self, entries: list[StreamEntry]) -> ParsedLearn | None:
+    def _prepare(self, entries: list[StreamEntry]) -> tuple[bytes, ParsedLearn] | None:
         """All entries' events as one /learn body, read by the fast parser, if each entry
         is one JSON array and the fast parser takes them all (else None)."""
         pieces = [self._prefix]
@@ -219,65 +213,31 @@ class StreamIngester:
         parsed = parse_fast(body, self.host, settings)
         if parsed is None or parsed.model is not self.model:
             return None
-        return parsed
+        return body, parsed
 
-    def _append_read(self, entries: list[StreamEntry], parsed: ParsedLearn
-                     ) -> Future[list[StreamEntry] | None]:
-        """On the append thread: a prepared read into the durable log, then queued for the
-        apply thread."""
-        result = None
-        if parsed.batch.n:
-            result = self.host.append_only(self.model, parsed.batch, parsed.labels,
-                                           parsed.ids)
-        return self._applier.submit(self._apply_read, entries, parsed, result)
-
-    def _apply_read(self, entries: list[StreamEntry], parsed: ParsedLearn,
-                    result: AppendResult | None) -> list[StreamEntry] | None:
-        """On the apply thread: the log applied up to an appended read, whose entries are
-        then acknowledged; the entries again if the model refused the batch (nothing
-        learned: each on its own then finds the culprit)."""
-        accepted = 0
-        if result is not None:
-            try:
-                accepted, _, _, _ = self.host.apply_appended(self.model, result)
-            except EntryRefused:
-                return entries
-        name = self.model.name
-        self.metrics.learn_latency.labels(name).observe(time.perf_counter() - parsed.started)
+    def _learn_read(self, entries: list[StreamEntry], body: bytes, parsed: ParsedLearn
+                    ) -> list[StreamEntry] | None:
+        """On the helper thread: append, apply and acknowledge a prepared read; the
+        entries again if the model refused the batch (nothing learned: each on its own
+        then finds the culprit)."""
+        try:
+            out, _ = learn_parsed(parsed, body, self.host)
+        except EncodingError:
+            return entries
         # counted before the acknowledgement: what waits for it sees the counts
+        name = self.model.name
         self.metrics.ingest_entries.labels(name, "learned").inc(len(entries))
-        self.metrics.ingest_events.labels(name).inc(accepted)
+        self.metrics.ingest_events.labels(name).inc(out.accepted)
         self.consumer.ack([entry_id for entry_id, _ in entries])
         return None
 
-    def _settle_append(self) -> None:
-        """Wait for the read being appended (raise what went wrong there), and for the
-        read applied before it: at most one read is then applied while the next is
-        appended."""
-        appending, self._appending = self._appending, None
-        if appending is None:
-            return
-        applying = appending.result()
-        before, self._applying = self._applying, applying
-        self._applied(before)
-
-    def _settle_apply(self) -> None:
-        applying, self._applying = self._applying, None
-        self._applied(applying)
-
-    def _applied(self, applying: Future[list[StreamEntry] | None] | None) -> None:
-        """Wait for a read's apply; learn its entries one by one if the model refused them."""
-        if applying is not None:
-            refused = applying.result()
+    def _settle(self) -> None:
+        """Wait for the read in flight; raise what went wrong learning it."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            refused = inflight.result()
             if refused is not None:
                 self._one_by_one(refused)
-
-    def _settle(self) -> None:
-        """Wait for everything in flight; raise what went wrong learning it."""
-        try:
-            self._settle_append()
-        finally:
-            self._settle_apply()
 
     def _drain(self) -> None:
         """:meth:`_settle`, logging what went wrong (its entries stay pending)."""

@@ -1,7 +1,7 @@
 """Learning from a /learn-shaped body: parse (the numba fast path, else pydantic with
 every error worded), join labels by id, append durably, apply. Used by POST /learn and
-by the stream ingester, which reads the next body with :func:`parse_fast` while earlier
-ones are appended and applied (``ModelHost.append_only`` and ``apply_appended``)."""
+by the stream ingester, which reads the next body (:func:`parse_fast`) while the previous
+one is appended and applied (:func:`learn_parsed`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from .parsing import check_count, validate_json
 from .schemas import MODEL_NAME, Event, LearnRequest, LearnResponse
 from .settings import Settings
 
-__all__ = ["ParsedLearn", "learn_body", "parse_fast"]
+__all__ = ["ParsedLearn", "learn_body", "learn_parsed", "parse_fast"]
 
 _NAME = re.compile(MODEL_NAME)
 
@@ -63,7 +63,7 @@ def learn_body(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnR
     started = time.perf_counter()
     parsed = _parse_fast(body, host, settings, started)
     if parsed is not None:
-        return _learn_parsed(parsed, body, host)
+        return learn_parsed(parsed, body, host)
     # the regular path: full validation, every error worded
     req = validate_json(body, LearnRequest)
     check_count(len(req.events), "events", settings.max_events_per_request)
@@ -85,7 +85,7 @@ def learn_body(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnR
                   joined_labels)
 
 
-def _learn_parsed(parsed: ParsedLearn, body: bytes, host: ModelHost
+def learn_parsed(parsed: ParsedLearn, body: bytes, host: ModelHost
                  ) -> tuple[LearnResponse, bool]:
     """Learn what :func:`parse_fast` read from ``body``: as :func:`learn_body` would."""
     model = parsed.model
