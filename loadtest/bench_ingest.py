@@ -4,10 +4,10 @@ Starts a throw-away ``redis-server`` (AOF, ``appendfsync always``, as the servic
 benchmark) and ``aucstream serve`` on it, fills a stream with ``--entries`` entries of
 ``--batch`` (500) hashed ad-click events each (ids included, as a producer should send
 them), then creates a model with ``"ingest": {"redis_stream": ...}`` and times it from
-creation until its version covers every event: the owner reads through a consumer group,
-learns each read's entries through /learn's parser and durable append, and acknowledges
-them (pipelined: a read is parsed while the one before is appended and the one before
-that applied). Prefilling measures what the ingester
+creation until its version covers every event and every entry is acknowledged: the owner
+reads through a consumer group, learns each read's entries through /learn's parser and
+durable append, and acknowledges them (pipelined: a read is parsed while the one before
+is appended, applied and acknowledged). Prefilling measures what the ingester
 sustains (the producer is not what limits it). The table also gives when the first
 events were learned (the ingest supervisor starts an ingester within 0.25 s of the
 model's creation; the first read is then parsed, appended and applied alone), the CPU
@@ -103,11 +103,11 @@ def run_one(service: ServiceProcess, r: redis.Redis, redis_pid: int, learner: st
     say(f"{learner}: filling {entries} entries of {batch} events")
     total = fill(r, stream, entries, batch, seed=7)
     settle_aof(r)
+    r.config_resetstat()  # (resets the AOF rewrite count too)
     rewrites0 = r.info("persistence").get("aof_rewrites", 0)
     load0 = _load()
     cpu0 = service.cpu_seconds()
     rcpu0 = proc_cpu_seconds(redis_pid)
-    r.config_resetstat()
     t0 = time.perf_counter()
     _http("POST", f"{service.url}/models", {
         "name": name, "learner": learner,
@@ -119,6 +119,9 @@ def run_one(service: ServiceProcess, r: redis.Redis, redis_pid: int, learner: st
         version = _http("GET", f"{service.url}/models/{name}")["version"]
         if first is None and version > 0:
             first = time.perf_counter() - t0
+    # done when every entry is acknowledged too (the last reads' XACKs follow their apply)
+    while r.xpending(stream, "aucstream")["pending"]:
+        time.sleep(0.005)
     elapsed = time.perf_counter() - t0
     cpu = service.cpu_seconds() - cpu0
     rcpu = proc_cpu_seconds(redis_pid) - rcpu0
@@ -195,7 +198,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{code_version()}: a prefilled stream of {entries} entries × {args.batch} hashed "
             f"ad-click events (2^{args.bits}), redis-server with AOF appendfsync always, one "
             "`aucstream serve` process; from the model's creation until its version covers "
-            "every event. Load: the 1-minute load average before → after the run "
+            "every event and every entry is acknowledged. Load: the 1-minute load average "
+            "before → after the run "
             f"(the benchmark's own processes included).{runs}\n\n" + table + "\n")
     print(body)
     if args.write:
