@@ -22,10 +22,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .encoding import EncodedBatch
-from .hashing import _murmur, _murmur_inline
+from .hashing import _M32, _mul32, _murmur_inline, _rotl32
 
 __all__ = ["FastRequest", "model_name", "parse_learn", "parse_score"]
 
@@ -37,12 +39,38 @@ _MINUS, _PLUS, _DOT, _ZERO, _NINE = 45, 43, 46, 48, 57
 # Indexing with an unsigned integer spares numba the negative-index wrap-around test on
 # every byte read (positions here are never negative): scanning ran ~1.6x faster.
 _u = np.uint64
-# The helpers below that allocate nothing compile with ``_nrt=False``: with numba's
-# reference counting, every call of a non-inlined helper counted its array arguments up
-# and down with atomic operations, a third of a whole scan (perf).
+# The scan (:func:`_scan`) and its helpers allocate nothing and compile with
+# ``_nrt=False``: with numba's reference counting, every call of a helper counted its
+# array arguments up and down with atomic operations, a third of a whole scan (perf).
+# The helpers called per key or value must be inlined: a call passes each array as seven
+# words on the stack. LLVM inlines the small ones by itself; the larger ones that it left
+# as calls (string ends, keys, pair hashes, the duplicate table) are inlined by numba
+# (``inline="always"``), at as few call sites as possible: each copy costs compile time
+# (with every helper inlined by numba, a cold compile took ~2 min instead of ~30 s).
+# :func:`_string`, called at seven places, stays a call: inlined it cost 5 s more of a
+# cold compile (26 s against 21 s; 16 s before the helpers above were inlined) for 7 %
+# of a scan.
 
 _TWO53 = 9007199254740992
+_C1 = np.uint64(0xCC9E2D51)  # MurmurHash3's constants (service/hashing.py)
+_C2 = np.uint64(0x1B873593)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: a multiplicative mix
 _POW10 = np.array([10.0**k for k in range(23)])
+_SMALL_SLOTS = 128  # duplicate-key table slots (see _first_time): objects of <= 64 keys
+_KEY_SLOTS = 1024  # the large table's: at most 512 keys per object
+# SWAR constants (see _string_end) and words read as little-endian 4-byte integers
+_ONES = np.uint64(0x0101010101010101)
+_HIGH = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES = np.uint64(0x2020202020202020)
+_W_TRUE = np.uint64(int.from_bytes(b"true", "little"))
+_W_FALS = np.uint64(int.from_bytes(b"fals", "little"))
+_W_NULL = np.uint64(int.from_bytes(b"null", "little"))
+# the keys of a request body (global arrays: numba compiles them in as constants)
+_MODEL, _EVENTS, _ITEMS, _TOP_K, _X, _FEATURES, _LABEL, _ID = (
+    np.frombuffer(w.encode(), np.uint8).copy()
+    for w in ("model", "events", "items", "top_k", "x", "features", "label", "id"))
 
 
 @dataclass(frozen=True)
@@ -57,34 +85,83 @@ class FastRequest:
 
 
 # ----------------------------------------------------------------------------- scanning
+@intrinsic
+def _ctz(typingctx, x):
+    """The number of trailing zero bits of a nonzero uint64 (one instruction)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _ws(b, p):
     n = b.shape[0]
-    while p < n and (b[_u(p)] == _SP or b[_u(p)] == _LF or b[_u(p)] == _CR or b[_u(p)] == _TAB):
+    while p < n:
+        c = b[_u(p)]
+        if c > _SP or not (c == _SP or c == _LF or c == _CR or c == _TAB):
+            break
         p += 1
     return p
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _string(b, p):
-    """A string without escapes at b[p] == '"': (start, end, next) or (-1, -1, -1)."""
-    n = b.shape[0]
-    if p >= n or b[_u(p)] != _QUOTE:
-        return -1, -1, -1
-    p += 1
-    s = p
-    while p < n:
-        c = b[_u(p)]
-        if c == _QUOTE:
-            return s, p, p + 1
-        if c == _BSLASH or c < 32:
-            return -1, -1, -1
-        p += 1
-    return -1, -1, -1
+def _word(b, i):
+    """The little-endian 4-byte word at b[i] (one load: LLVM joins the four)."""
+    return (np.uint64(b[_u(i)]) | (np.uint64(b[_u(i + 1)]) << np.uint64(8))
+            | (np.uint64(b[_u(i + 2)]) << np.uint64(16))
+            | (np.uint64(b[_u(i + 3)]) << np.uint64(24)))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _number(b, p, pow10):
+def _word8(b, i):
+    """The little-endian 8-byte word at b[i]."""
+    return _word(b, i) | (_word(b, i + 4) << np.uint64(32))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _string_end(b, p):
+    """The position of the '"' closing a string whose text starts at p, or -1 if a
+    backslash (an escape), a control character or the end of the body comes first.
+
+    Eight bytes at a time: the usual SWAR test flags the bytes equal to '"' or '\\' or
+    below 32 (the lowest flag is exact; borrows can only add flags above it), so the
+    first special byte is found without a branch per byte."""
+    n = b.shape[0]
+    while p + 8 <= n:
+        x = _word8(b, p)
+        q = x ^ _QUOTES
+        e = x ^ _BSLASHES
+        m = (((q - _ONES) & ~q) | ((e - _ONES) & ~e) | ((x - _SPACES) & ~x)) & _HIGH
+        if m:
+            p += np.int64(_ctz(m) >> np.uint64(3))
+            return p if b[_u(p)] == _QUOTE else -1
+        p += 8
+    while p < n:
+        c = b[_u(p)]
+        if c == _QUOTE:
+            return p
+        if c == _BSLASH or c < 32:
+            return -1
+        p += 1
+    return -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _string(b, p):
+    """A string without escapes at b[p] == '"': (start, end, next) or (-1, -1, -1)."""
+    if p >= b.shape[0] or b[_u(p)] != _QUOTE:
+        return -1, -1, -1
+    e = _string_end(b, p + 1)
+    if e < 0:
+        return -1, -1, -1
+    return p + 1, e, e + 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _number(b, p):
     """A JSON number at p: (value, is_integer, next, ok). ok is False to give up."""
     n = b.shape[0]
     neg = False
@@ -143,11 +220,11 @@ def _number(b, p, pow10):
     if mant > _TWO53:
         return 0.0, False, p, False
     if 0 <= exp10 <= 22:
-        value = float(mant) * pow10[exp10]
+        value = float(mant) * _POW10[exp10]
         if is_int and value > _TWO53:
             return 0.0, False, p, False
     elif -22 <= exp10 < 0:
-        value = float(mant) / pow10[-exp10]
+        value = float(mant) / _POW10[-exp10]
     else:
         return 0.0, False, p, False
     return (-value if neg else value), is_int, p, True
@@ -155,7 +232,7 @@ def _number(b, p, pow10):
 
 @njit(cache=True, nogil=True, inline="always")
 def _is(b, s, e, word):
-    """b[s:e] equals the ASCII word (given as a uint8 array)."""
+    """b[s:e] equals the ASCII word (a uint8 array)."""
     if e - s != word.shape[0]:
         return False
     for k in range(e - s):
@@ -175,159 +252,235 @@ def _same(b, s1, e1, s2, e2):
     return True
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def _true(b, p):
+    return p + 4 <= b.shape[0] and _word(b, p) == _W_TRUE
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _false(b, p):
+    return p + 5 <= b.shape[0] and _word(b, p) == _W_FALS and b[_u(p + 4)] == 101  # e
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _null(b, p):
+    return p + 4 <= b.shape[0] and _word(b, p) == _W_NULL
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mix(h, k):
+    """One MurmurHash3 block: the 4-byte word k into the state h."""
+    k = _mul32(_rotl32(_mul32(k, _C1), 15), _C2)
+    h = _rotl32(h ^ k, 13)
+    return (_mul32(h, 5) + np.uint64(0xE6546B64)) & _M32
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _bytes(b, i, m):
+    """The little-endian word of the m (0-3) bytes at b[i] (branches: a loop here was
+    vectorised for lengths it never sees)."""
+    k = np.uint64(0)
+    if m >= 3:
+        k |= np.uint64(b[_u(i + 2)]) << np.uint64(16)
+    if m >= 2:
+        k |= np.uint64(b[_u(i + 1)]) << np.uint64(8)
+    if m >= 1:
+        k |= np.uint64(b[_u(i)])
+    return k
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _literal(b, p, word):
-    n = b.shape[0]
-    if p + word.shape[0] > n:
-        return False
-    for k in range(word.shape[0]):
-        if b[_u(p + k)] != word[_u(k)]:
-            return False
-    return True
+def _hash_pair(b, ns, ne, vs, ve, seed):
+    """MurmurHash3 of the bytes name + '=' + value, read in place: the name's whole
+    words, the word holding '=' put together from both sides, then the value's words.
+    (Copied into a scratch buffer first, then hashed, the pairs took ~30% of a scan;
+    read in place ~15%.)"""
+    h = np.uint64(seed) & _M32
+    p = ns
+    while p + 4 <= ne:
+        h = _mix(h, _word(b, p))
+        p += 4
+    r = ne - p  # the name's last 0-3 bytes, then '=', then `need` bytes of the value
+    k = _bytes(b, p, r) | (np.uint64(61) << np.uint64(8 * r))
+    need = 3 - r
+    lv = ve - vs
+    if lv < need:  # the word holding '=' is the tail
+        k |= _bytes(b, vs, lv) << np.uint64(8 * (r + 1))
+        h ^= _mul32(_rotl32(_mul32(k, _C1), 15), _C2)
+    else:
+        k |= _bytes(b, vs, need) << np.uint64(8 * (r + 1))
+        h = _mix(h, k)
+        p = vs + need
+        while p + 4 <= ve:
+            h = _mix(h, _word(b, p))
+            p += 4
+        if p < ve:
+            h ^= _mul32(_rotl32(_mul32(_bytes(b, p, ve - p), _C1), 15), _C2)
+    h ^= np.uint64((ne - ns) + 1 + lv)
+    h ^= h >> np.uint64(16)
+    h = _mul32(h, 0x85EBCA6B)
+    h ^= h >> np.uint64(13)
+    h = _mul32(h, 0xC2B2AE35)
+    h ^= h >> np.uint64(16)
+    return h
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _hash_pair(b, ns, ne, vs, ve, seed, scratch):
-    """MurmurHash3 of the bytes name + '=' + value without building a string."""
-    k = 0
-    for j in range(ns, ne):
-        scratch[_u(k)] = b[_u(j)]
-        k += 1
-    scratch[_u(k)] = 61  # '='
-    k += 1
-    for j in range(vs, ve):
-        scratch[_u(k)] = b[_u(j)]
-        k += 1
-    return _murmur_inline(scratch, 0, k, seed)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, inline="always")
 def _key(b, p):
     """A key without escapes at b[p] == '"': (start, end, next, hash) or (-1, -1, -1, 0).
 
-    The hash (FNV-1a, computed while scanning) only finds duplicate keys; feature
-    indices use MurmurHash3.
+    The hash only finds duplicate keys (feature indices use MurmurHash3), so it is taken
+    from the length and three of the bytes after the scan, not byte by byte: FNV-1a over
+    every byte was a multiply chain. Keys that share it are told apart by their bytes.
     """
-    n = b.shape[0]
-    if p >= n or b[_u(p)] != _QUOTE:
+    if p >= b.shape[0] or b[_u(p)] != _QUOTE:
         return -1, -1, -1, 0
-    p += 1
-    s = p
-    h = 2166136261
-    while p < n:
-        c = b[_u(p)]
-        if c == _QUOTE:
-            return s, p, p + 1, h
-        if c == _BSLASH or c < 32:
-            return -1, -1, -1, 0
-        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
-        p += 1
-    return -1, -1, -1, 0
+    s = p + 1
+    e = _string_end(b, s)
+    if e < 0:
+        return -1, -1, -1, 0
+    m = np.uint64(e - s)
+    if e > s:
+        m |= ((np.uint64(b[_u(s)]) << np.uint64(8)) | (np.uint64(b[_u(e - 1)]) << np.uint64(16))
+              | (np.uint64(b[_u(s + (e - s) // 2)]) << np.uint64(24)))
+    return s, e, e + 1, np.int64((m * _GOLDEN) >> np.uint64(32))
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _first_time(table, stamp, b, s, e, h):
+@njit(cache=True, nogil=True, inline="always")
+def _first_time(table, big, stamp, b, s, e, h):
     """Record the key b[s:e] (hash h) in the object stamped ``stamp`` (its position in
     the body); False if that object already has it.
 
-    ``table`` is an open-addressing hash table, a row (stamp, start, end, hash) per slot.
-    A slot holding another object's stamp counts as free, so the table is never cleared;
-    at most half of it is ever in use by one object, so a probe always ends.
+    ``table`` holds two open-addressing hash tables, four entries (stamp, start, end,
+    hash) per slot, flat: a small one (``_SMALL_SLOTS``, 4 kB, which stays in cache
+    where the probes of a 32 kB one missed it) for objects of up to
+    ``_SMALL_SLOTS // 2`` keys, then (``big``) a large one, ``_KEY_SLOTS``, where
+    :func:`_spill` moved the object's keys. A slot holding another object's stamp
+    counts as free, so a table is never cleared; at most half of one is ever in use by
+    one object, so a probe always ends.
     """
-    mask = table.shape[0] - 1
+    base = 4 * _SMALL_SLOTS if big else 0
+    mask = (_KEY_SLOTS if big else _SMALL_SLOTS) - 1
     slot = h & mask
-    while table[slot, 0] == stamp:
-        if table[slot, 3] == h and _same(b, table[slot, 1], table[slot, 2], s, e):
+    while table[_u(base + 4 * slot)] == stamp:
+        i = base + 4 * slot
+        if table[_u(i + 3)] == h and _same(b, table[_u(i + 1)], table[_u(i + 2)], s, e):
             return False
         slot = (slot + 1) & mask
-    table[slot, 0] = stamp
-    table[slot, 1] = s
-    table[slot, 2] = e
-    table[slot, 3] = h
+    i = base + 4 * slot
+    table[_u(i)] = stamp
+    table[_u(i + 1)] = s
+    table[_u(i + 2)] = e
+    table[_u(i + 3)] = h
     return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _spill(table, stamp):
+    """Move the keys of the object stamped ``stamp`` from the small table of
+    :func:`_first_time` to the large one (the object has outgrown the small one)."""
+    base = 4 * _SMALL_SLOTS
+    mask = _KEY_SLOTS - 1
+    for i in range(0, 4 * _SMALL_SLOTS, 4):
+        if table[i] == stamp:
+            slot = table[i + 3] & mask
+            while table[base + 4 * slot] == stamp:
+                slot = (slot + 1) & mask
+            for k in range(4):
+                table[base + 4 * slot + k] = table[i + k]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _note_key(table, stamp, nkeys, b, s, e, h):
+    """The object's ``nkeys``-th key b[s:e] recorded: False if it repeats a key of the
+    object or if the object has more keys than the tables take (the regular path)."""
+    if nkeys > _KEY_SLOTS // 2:
+        return False
+    if nkeys == _SMALL_SLOTS // 2 + 1:
+        _spill(table, stamp)
+    return _first_time(table, nkeys > _SMALL_SLOTS // 2, stamp, b, s, e, h)
 
 
 # ----------------------------------------------------------------------------- features
 @njit(cache=True, nogil=True, _nrt=False)
-def _features(b, p, mask, pow10, words, out_idx, out_val, nf, scratch, keys_top, keys_ns):
+def _features(b, p, mask, out_idx, out_val, nf, keys_top, keys_ns):
     """Parse a features object at p into (index, value) pairs from nf on.
 
     Returns (next position, new nf) or (-1, nf) to give up. Duplicate names within an
     object give up too: the regular path keeps only the last one. ``keys_top`` and
     ``keys_ns`` are the duplicate-key tables of the object and of its namespaces.
+
+    One loop for both levels (``ns``: the position of the namespace being read, else
+    -1), so that the inlined helpers are compiled in once: written per level, they
+    doubled the compile time.
     """
-    W_TRUE, W_FALSE, W_NULL = words[0], words[1], words[2]
-    max_keys = keys_top.shape[0] // 2
+    n = b.shape[0]
     p = _ws(b, p)
-    if p >= b.shape[0] or b[_u(p)] != _LBRACE:
+    if p >= n or b[_u(p)] != _LBRACE:
         return -1, nf
     obj = p
     p = _ws(b, p + 1)
-    if p < b.shape[0] and b[_u(p)] == _RBRACE:
+    if p < n and b[_u(p)] == _RBRACE:
         return p + 1, nf
     nkeys = 0
+    nsub = 0
+    ns = -1
+    seed = np.uint64(0)
     while True:
         ks, ke, p, h = _key(b, p)
         if ks < 0:
             return -1, nf
-        nkeys += 1
-        if nkeys > max_keys or not _first_time(keys_top, obj, b, ks, ke, h):
+        if ns < 0:
+            nkeys += 1
+            ok = _note_key(keys_top, obj, nkeys, b, ks, ke, h)
+        else:
+            nsub += 1  # names inside a namespace only clash among themselves
+            ok = _note_key(keys_ns, ns, nsub, b, ks, ke, h)
+        if not ok:
             return -1, nf
         p = _ws(b, p)
-        if p >= b.shape[0] or b[_u(p)] != _COLON:
+        if p >= n or b[_u(p)] != _COLON:
             return -1, nf
         p = _ws(b, p + 1)
-        if p >= b.shape[0]:
+        if p >= n:
             return -1, nf
-        c = b[_u(p)]
-        if c == _LBRACE:  # a namespace: one level of scalars
-            seed = _murmur(b, ks, ke - ks, 0)
+        if ns < 0 and b[_u(p)] == _LBRACE:  # a namespace: one level of scalars
+            seed = _murmur_inline(b, ks, ke - ks, 0)
             ns = p
+            nsub = 0
             p = _ws(b, p + 1)
-            if p < b.shape[0] and b[_u(p)] == _RBRACE:
-                p += 1
-            else:
-                nsub = 0
-                while True:
-                    ss, se, p, sh = _key(b, p)
-                    if ss < 0:
-                        return -1, nf
-                    nsub += 1  # names inside a namespace only clash among themselves
-                    if nsub > max_keys or not _first_time(keys_ns, ns, b, ss, se, sh):
-                        return -1, nf
-                    p = _ws(b, p)
-                    if p >= b.shape[0] or b[_u(p)] != _COLON:
-                        return -1, nf
-                    p = _ws(b, p + 1)
-                    p, nf = _scalar(b, p, ss, se, seed, mask, pow10, W_TRUE, W_FALSE,
-                                    W_NULL, out_idx, out_val, nf, scratch)
-                    if p < 0:
-                        return -1, nf
-                    p = _ws(b, p)
-                    if p < b.shape[0] and b[_u(p)] == _COMMA:
-                        p = _ws(b, p + 1)
-                        continue
-                    if p < b.shape[0] and b[_u(p)] == _RBRACE:
-                        p += 1
-                        break
-                    return -1, nf
+            if p >= n:
+                return -1, nf
+            if b[_u(p)] != _RBRACE:
+                continue  # to its first name
+            p += 1  # empty
+            ns = -1
         else:
-            p, nf = _scalar(b, p, ks, ke, 0, mask, pow10, W_TRUE, W_FALSE, W_NULL, out_idx,
-                            out_val, nf, scratch)
+            p, nf = _scalar(b, p, ks, ke, seed if ns >= 0 else np.uint64(0), mask, out_idx,
+                            out_val, nf)
             if p < 0:
                 return -1, nf
         p = _ws(b, p)
-        if p < b.shape[0] and b[_u(p)] == _COMMA:
+        if p < n and b[_u(p)] == _COMMA:
             p = _ws(b, p + 1)
             continue
-        if p < b.shape[0] and b[_u(p)] == _RBRACE:
+        if p >= n or b[_u(p)] != _RBRACE:
+            return -1, nf
+        p += 1
+        if ns < 0:
+            return p, nf
+        ns = -1  # the namespace ends: on with the object
+        p = _ws(b, p)
+        if p < n and b[_u(p)] == _COMMA:
+            p = _ws(b, p + 1)
+            continue
+        if p < n and b[_u(p)] == _RBRACE:
             return p + 1, nf
         return -1, nf
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scalar(b, p, ks, ke, seed, mask, pow10, w_true, w_false, w_null, out_idx, out_val, nf,
-            scratch):
+def _scalar(b, p, ks, ke, seed, mask, out_idx, out_val, nf):
     """One named value: a string (name=value, 1.0), a number (name, value), true (name,
     1.0), false/null (absent). Returns (next, nf) or (-1, nf)."""
     if p >= b.shape[0] or nf >= out_idx.shape[0]:
@@ -335,52 +488,63 @@ def _scalar(b, p, ks, ke, seed, mask, pow10, w_true, w_false, w_null, out_idx, o
     c = b[_u(p)]
     if c == _QUOTE:
         vs, ve, p = _string(b, p)
-        if vs < 0 or (ke - ks) + 1 + (ve - vs) > scratch.shape[0]:
+        if vs < 0:
             return -1, nf
-        out_idx[nf] = _hash_pair(b, ks, ke, vs, ve, seed, scratch) & mask
+        out_idx[nf] = _hash_pair(b, ks, ke, vs, ve, seed) & mask
         out_val[nf] = 1.0
         return p, nf + 1
     if c == _MINUS or (_ZERO <= c <= _NINE):
-        value, _, p, ok = _number(b, p, pow10)
+        value, _, p, ok = _number(b, p)
         if not ok:
             return -1, nf
-        out_idx[nf] = _murmur(b, ks, ke - ks, seed) & mask
+        out_idx[nf] = _murmur_inline(b, ks, ke - ks, seed) & mask
         out_val[nf] = value
         return p, nf + 1
-    if _literal(b, p, w_true):
-        out_idx[nf] = _murmur(b, ks, ke - ks, seed) & mask
+    if _true(b, p):
+        out_idx[nf] = _murmur_inline(b, ks, ke - ks, seed) & mask
         out_val[nf] = 1.0
         return p + 4, nf + 1
-    if _literal(b, p, w_false):
+    if _false(b, p):
         return p + 5, nf
-    if _literal(b, p, w_null):
+    if _null(b, p):
         return p + 4, nf
     return -1, nf
 
 
 # ----------------------------------------------------------------------------- requests
 @njit(cache=True, nogil=True)
-def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
+def _parse(b, learn, hashed, dim, mask, max_items):
     """Scan a whole /learn (``learn``) or /score body.
 
     Returns (ok, n, model_start, model_end, top_k, labels, id_spans, indptr, idx, vals, X).
     """
     n = b.shape[0]
     cap_items = max_items + 1
-    labels = np.zeros(cap_items, np.int8)
-    id_spans = np.full((cap_items, 2), -1, np.int64)
-    indptr = np.zeros(cap_items + 1, np.int64)
+    # sized by what the body could hold (~50 times what a usual one does): left unfilled,
+    # the scan writes each item's row (filling them was ~3% of a scan's profile)
+    labels = np.empty(cap_items, np.int8)
+    id_spans = np.empty((cap_items, 2), np.int64)
+    indptr = np.empty(cap_items + 1, np.int64)
     cap_f = n // 4 + 1 if hashed else 1
     idx = np.empty(cap_f, np.int64)
     vals = np.empty(cap_f)
     X = np.empty((cap_items if not hashed else 0, dim))
-    scratch = np.empty(4096, np.uint8)
-    keys_top = np.full((1024, 4), -1, np.int64)  # at most 512 keys per object
-    keys_ns = np.full((1024, 4), -1, np.int64)
-    fail = (False, 0, -1, -1, -1, labels, id_spans, indptr, idx, vals, X)
-    w_model, w_events, w_items, w_topk = words[3], words[4], words[5], words[6]
-    w_x, w_features, w_label, w_id = words[7], words[8], words[9], words[10]
-    w_true, w_false, w_null = words[0], words[1], words[2]
+    keys_top = np.full(4 * (_SMALL_SLOTS + _KEY_SLOTS), -1, np.int64)  # see _first_time
+    keys_ns = np.full(4 * (_SMALL_SLOTS + _KEY_SLOTS), -1, np.int64)
+    ok, count, ms, me, top_k = _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans,
+                                     indptr, idx, vals, X, keys_top, keys_ns)
+    return ok, count, ms, me, top_k, labels, id_spans, indptr, idx, vals, X
+
+
+# Without reference counting: the inlined helpers' array arguments were counted up and
+# down (atomically) at every call inside a counted function, ~14% of a scan (perf).
+@njit(cache=True, nogil=True, _nrt=False)
+def _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans, indptr, idx, vals, X,
+          keys_top, keys_ns):
+    """The scan of :func:`_parse` into its buffers: (ok, n, model_start, model_end,
+    top_k)."""
+    n = b.shape[0]
+    fail = (False, 0, -1, -1, -1)
     ms = -1
     me = -1
     top_k = -1
@@ -388,6 +552,7 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
     seen_topk = False
     count = 0
     nf = 0
+    indptr[0] = 0
     p = _ws(b, 0)
     if p >= n or b[_u(p)] != _LBRACE:
         return fail
@@ -400,24 +565,24 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
         if p >= n or b[_u(p)] != _COLON:
             return fail
         p = _ws(b, p + 1)
-        if _is(b, ks, ke, w_model):
+        if _is(b, ks, ke, _MODEL):
             if ms >= 0:
                 return fail
             ms, me, p = _string(b, p)
             if ms < 0:
                 return fail
-        elif not learn and _is(b, ks, ke, w_topk):
+        elif not learn and _is(b, ks, ke, _TOP_K):
             if seen_topk:
                 return fail
             seen_topk = True
-            if _literal(b, p, w_null):
+            if _null(b, p):
                 p += 4
             else:
-                v, is_int, p, ok = _number(b, p, pow10)
+                v, is_int, p, ok = _number(b, p)
                 if not ok or not is_int or v < 1:
                     return fail
                 top_k = int(v)
-        elif (learn and _is(b, ks, ke, w_events)) or (not learn and _is(b, ks, ke, w_items)):
+        elif (learn and _is(b, ks, ke, _EVENTS)) or (not learn and _is(b, ks, ke, _ITEMS)):
             if seen_list or p >= n or b[_u(p)] != _LBRACK:
                 return fail
             seen_list = True
@@ -431,6 +596,8 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                 got_label = False
                 got_vec = False
                 got_id = False
+                id_spans[count, 0] = -1  # no id (yet)
+                id_spans[count, 1] = -1
                 while True:
                     fs, fe, p = _string(b, p)
                     if fs < 0:
@@ -439,26 +606,26 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                     if p >= n or b[_u(p)] != _COLON:
                         return fail
                     p = _ws(b, p + 1)
-                    if learn and _is(b, fs, fe, w_label):
+                    if learn and _is(b, fs, fe, _LABEL):
                         if got_label:
                             return fail
                         got_label = True
-                        if _literal(b, p, w_true):
+                        if _true(b, p):
                             labels[count] = 1
                             p += 4
-                        elif _literal(b, p, w_false):
+                        elif _false(b, p):
                             labels[count] = -1
                             p += 5
                         else:
-                            v, _, p, ok = _number(b, p, pow10)
+                            v, _, p, ok = _number(b, p)
                             if not ok or not (v == 1.0 or v == 0.0 or v == -1.0):
                                 return fail
                             labels[count] = 1 if v == 1.0 else -1
-                    elif _is(b, fs, fe, w_id):
+                    elif _is(b, fs, fe, _ID):
                         if got_id:
                             return fail
                         got_id = True
-                        if _literal(b, p, w_null):
+                        if _null(b, p):
                             p += 4
                         else:
                             s0, s1, p = _string(b, p)
@@ -469,22 +636,21 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
                                     return fail  # non-ASCII: lengths are in characters
                             id_spans[count, 0] = s0
                             id_spans[count, 1] = s1
-                    elif hashed and _is(b, fs, fe, w_features):
+                    elif hashed and _is(b, fs, fe, _FEATURES):
                         if got_vec:
                             return fail
                         got_vec = True
-                        p, nf = _features(b, p, mask, pow10, words, idx, vals, nf, scratch,
-                                          keys_top, keys_ns)
+                        p, nf = _features(b, p, mask, idx, vals, nf, keys_top, keys_ns)
                         if p < 0:
                             return fail
-                    elif not hashed and _is(b, fs, fe, w_x):
+                    elif not hashed and _is(b, fs, fe, _X):
                         if got_vec or p >= n or b[_u(p)] != _LBRACK:
                             return fail
                         got_vec = True
                         p = _ws(b, p + 1)
                         k = 0
                         while True:
-                            v, _, p, ok = _number(b, p, pow10)
+                            v, _, p, ok = _number(b, p)
                             if not ok or k >= dim:
                                 return fail
                             X[count, k] = v
@@ -533,7 +699,7 @@ def _parse(b, learn, hashed, dim, mask, pow10, words, max_items):
         return fail
     if p != n or ms < 0 or not seen_list:
         return fail
-    return (True, count, ms, me, top_k, labels, id_spans, indptr, idx, vals, X)
+    return (True, count, ms, me, top_k)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -566,7 +732,7 @@ def _skip(b, p):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _find_model(b, w_model):
+def _find_model(b):
     """The span of the top-level "model" string (usually the first key), or (-1, -1)."""
     n = b.shape[0]
     p = _ws(b, 0)
@@ -581,7 +747,7 @@ def _find_model(b, w_model):
         if p >= n or b[_u(p)] != _COLON:
             return -1, -1
         p = _ws(b, p + 1)
-        if _is(b, ks, ke, w_model):
+        if _is(b, ks, ke, _MODEL):
             s, e, _ = _string(b, p)
             return s, e
         p = _skip(b, p)
@@ -596,18 +762,13 @@ def _find_model(b, w_model):
 
 def model_name(body: bytes) -> str | None:
     """The request's model name if it can be read without escapes, else None."""
-    s, e = _find_model(np.frombuffer(body, np.uint8), _WORDS[3])
+    s, e = _find_model(np.frombuffer(body, np.uint8))
     if s < 0:
         return None
     try:
         return body[s:e].decode()
     except UnicodeDecodeError:
         return None
-
-
-_WORDS = tuple(np.frombuffer(w.encode(), np.uint8).copy() for w in (
-    "true", "false", "null", "model", "events", "items", "top_k", "x", "features", "label",
-    "id"))
 
 
 @njit(cache=True, nogil=True)
@@ -665,7 +826,7 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int,
     max_items = min(max_items, len(body) // (15 if hashed else 2 * dim + 6) + 1)
     mask = (1 << int(spec["bits"])) - 1 if hashed else 0
     ok, n, ms, me, top_k, labels, id_spans, indptr, idx, vals, X = _parse(
-        buf, learn, hashed, dim, mask, _POW10, _WORDS, max_items)
+        buf, learn, hashed, dim, mask, max_items)
     if not ok:
         return None
     try:

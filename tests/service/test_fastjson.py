@@ -184,3 +184,70 @@ def test_many_keys_in_one_object():
     dup = '{"model": "m", "items": [{"features": {' + ", ".join(
         f'"k{i}": {i}' for i in range(400)) + ', "k7": 1}}]}'
     assert fastjson.parse_score(dup.encode(), HASHED, 100) is None
+
+
+# Strings are scanned eight bytes at a time and pairs hashed in place, a word at a time:
+# names and values of every length, with what ends or spoils a string at any offset.
+_PLACEHOLDER = "€"  # replaced by a raw control character (invalid JSON) in the body
+long_names = st.text(st.sampled_from("abé_"), min_size=1, max_size=20)
+long_values = st.text(st.sampled_from('ab"\\\né' + _PLACEHOLDER), max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(feats=st.dictionaries(long_names, long_values, min_size=1, max_size=6),
+       nested=st.dictionaries(long_names, long_values, max_size=3),
+       pad=st.integers(0, 12))
+def test_strings_of_any_length_scan_and_hash_alike(feats, nested, pad):
+    """The fast path gives up exactly when a string holds an escape or a raw control
+    character, and otherwise agrees with the regular path (raw UTF-8 included)."""
+    event = {"features": {**feats, "ns": nested}, "label": 1, "id": "i" * pad or None}
+    text = json.dumps({"model": "m", "events": [event, event]}, ensure_ascii=False)
+    body = text.replace(_PLACEHOLDER, "\x01").encode()
+    fast = fastjson.parse_learn(body, HASHED, 100)
+    if "\\" in text or _PLACEHOLDER in text:
+        assert fast is None
+        return
+    assert fast is not None
+    _same(fast, *_slow_learn(body, HASHED)[1:])
+
+
+def test_names_and_values_of_any_size_are_hashed_in_place():
+    """No size limit on a name=value pair (it was 4 kB, a scratch buffer's size)."""
+    event = {"features": {"n" * 3000: "v" * 5001, "k": {"m" * 4097: 2.5}}, "label": 1}
+    body = json.dumps({"model": "m", "events": [event]}).encode()
+    fast = fastjson.parse_learn(body, HASHED, 100)
+    assert fast is not None
+    _same(fast, *_slow_learn(body, HASHED)[1:])
+
+
+def test_every_truncation_gives_up():
+    """A body cut anywhere (the scan's word reads stop at the end) is left alone."""
+    event = {"features": {"site": "abcdefghij", "n": 1.25, "ns": {"k": "vw", "t": True}},
+             "label": 0, "id": "e-1"}
+    body = json.dumps({"model": "m", "events": [event]}).encode()
+    assert fastjson.parse_learn(body, HASHED, 100) is not None
+    for k in range(len(body)):
+        assert fastjson.parse_learn(body[:k], HASHED, 100) is None, k
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 140), dup=st.one_of(st.none(), st.tuples(st.integers(0, 139),
+                                                                 st.integers(0, 140))),
+       nested=st.booleans())
+def test_duplicates_are_found_before_and_after_an_object_outgrows_the_small_table(
+        n, dup, nested):
+    """Objects of up to 64 keys use a small duplicate table, larger ones move to a
+    large one: a repeated key is found wherever it falls."""
+    keys = [f"k{i}" for i in range(n)]
+    if dup is not None:
+        keys.insert(dup[1] % (n + 1), keys[dup[0] % n])
+    obj = "{" + ", ".join(f'"{k}": {i}' for i, k in enumerate(keys)) + "}"
+    feats = '{"a": 1, "ns": ' + obj + "}" if nested else obj
+    body = ('{"model": "m", "events": [{"features": ' + feats + ', "label": 1}, '
+            '{"features": ' + feats + ', "label": 0}]}').encode()
+    fast = fastjson.parse_learn(body, HASHED, 100)
+    if dup is not None:
+        assert fast is None
+    else:
+        assert fast is not None
+        _same(fast, *_slow_learn(body, HASHED)[1:])
