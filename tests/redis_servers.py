@@ -187,9 +187,9 @@ class RedisCluster:
 
 
 def fast_redis_store(url: str, prefix: str | None = None,
-                     resolve_timeout: float = 1.0) -> RedisStore:
+                     resolve_timeout: float = 1.0, dedup_layout: str = "log") -> RedisStore:
     """Short timeouts, so that tests of a dead server are fast."""
     return RedisStore.from_url(
         url, prefix=prefix or f"t{uuid.uuid4().hex[:12]}", socket_timeout=1.0,
-        connect_timeout=0.5, resolve_timeout=resolve_timeout,
+        connect_timeout=0.5, resolve_timeout=resolve_timeout, dedup_layout=dedup_layout,
     )

@@ -96,6 +96,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 import urllib.parse
 import uuid
@@ -104,6 +105,7 @@ from contextlib import contextmanager
 from typing import Any, NoReturn, cast
 
 import msgpack
+import numpy as np
 import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
@@ -128,12 +130,13 @@ from aucstream.service.store.base import (
     check_token,
     check_ttl,
 )
-from aucstream.service.store.id_digests import digest_args
+from aucstream.service.store.id_digests import digest_args, id_digests
+from aucstream.service.store.id_window import IdWindow
 
 __all__ = ["RedisStore"]
 
 # The model keys a create clears and a delete removes (all but the lease counter).
-_MODEL_KEYS = ("config", "meta", "log", "ids", "ckpt", "pins", "lease", "dedup")
+_MODEL_KEYS = ("config", "meta", "log", "ids", "ckpt", "pins", "lease", "dedup", "dlog")
 
 # The fence of the fenced writes: whether a write with fencing token `token` (a decimal
 # string, "" = not fenced) must be refused because the lease at key `lease` is not held
@@ -149,12 +152,17 @@ end
 
 # KEYS: _MODEL_KEYS, then the impression keys (_IMP_KEYS). ARGV: config json, created_at,
 # log start (0, or the version of an imported checkpoint), that checkpoint's blob ("" for
-# none), the dedup window's field count.
+# none), the dedup window's field count ("" for the log layout), the log layout's
+# generation ("" for the fields layout).
 _CREATE = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('UNLINK', unpack(KEYS, 2))
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
-redis.call('HSET', KEYS[2], 'end', ARGV[3], 'nb', ARGV[5])
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[2], 'end', ARGV[3], 'dgen', ARGV[6], 'dver', '0')
+else
+  redis.call('HSET', KEYS[2], 'end', ARGV[3], 'nb', ARGV[5])
+end
 if ARGV[3] ~= '0' or ARGV[4] ~= '' then
   redis.call('HSET', KEYS[5], 'version', ARGV[3], 'blob', ARGV[4], 'created_at', ARGV[2])
 end
@@ -242,12 +250,14 @@ end
 # digests are distinct (else "0"). Returns {-1} (no model), {-2,
 # record} (the token was fenced, or this append ran before: a client-side resend), {-4}
 # (the zset exists: resend with the ids), {-5, field count} (the model has another field
-# count: resend with its fields), else {written 0/1, start, end, skip "i,j", zset 0/1}.
+# count: resend with its fields), {-8} (the model has the log layout), else {written 0/1,
+# start, end, skip "i,j", zset 0/1}.
 _APPEND = "#!lua" + _DEDUP_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 local record = redis.call('GET', KEYS[6])
 if record then return {-2, record} end
-local m = redis.call('HMGET', KEYS[2], 'end', 'nb', 'floor', 'rel')
+local m = redis.call('HMGET', KEYS[2], 'end', 'nb', 'floor', 'rel', 'dgen')
+if m[5] then return {-8} end
 if not m[2] then
   redis.call('HSET', KEYS[2], 'nb', ARGV[5])
 elseif m[2] ~= ARGV[5] then
@@ -355,6 +365,52 @@ redis.call('SET', KEYS[6], '1:' .. s .. ':' .. e .. ':' .. skipped, 'PX', ARGV[3
 return {1, start, pos, skipped, lg}
 """
 
+# The log layout's append (see the module docstring): the client decided the duplicates
+# on its copy of the window, at version ARGV[4] of generation ARGV[3]. KEYS: config, meta,
+# log, dlog, token. ARGV: payload, token ttl (ms), generation, version, events learned,
+# skip ("i,j"), the 8-byte digests of the learned events' ids ("" if none), mask ("" if
+# every learned event has an id, else one byte per learned event: "1" has one). Returns
+# {-1} (no model), {-2, record} (as _APPEND), {-6} (the window moved on: read it again),
+# {-7} (the model has the fields layout), else {written 0/1, start, end, skip, 0}.
+_APPEND_LOG = """#!lua
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local record = redis.call('GET', KEYS[5])
+if record then return {-2, record} end
+local m = redis.call('HMGET', KEYS[2], 'end', 'dgen', 'dver')
+if not m[2] then return {-7} end
+if m[2] ~= ARGV[3] or m[3] ~= ARGV[4] then return {-6} end
+local start = tonumber(m[1] or '0')
+local pos = start + tonumber(ARGV[5])
+local s = string.format('%d', start)
+if pos == start then
+  redis.call('SET', KEYS[5], '0:' .. s .. ':' .. s .. ':' .. ARGV[6], 'PX', ARGV[2])
+  return {0, start, start, ARGV[6], 0}
+end
+local e = string.format('%d', pos)
+redis.call('XADD', KEYS[3], e .. '-0', 'p', ARGV[1], 's', s, 'k', ARGV[6])
+if ARGV[7] ~= '' then
+  redis.call('XADD', KEYS[4], e .. '-0', 's', s, 'd', ARGV[7], 'm', ARGV[8])
+  redis.call('HSET', KEYS[2], 'end', e, 'dver', string.format('%d', tonumber(m[3]) + 1))
+else
+  redis.call('HSET', KEYS[2], 'end', e)
+end
+redis.call('SET', KEYS[5], '1:' .. s .. ':' .. e .. ':' .. ARGV[6], 'PX', ARGV[2])
+return {1, start, pos, ARGV[6], 0}
+"""
+
+# The log layout's window, for an appender's copy. KEYS: config, meta, dlog. ARGV: the
+# copy's generation, the log end it has read up to. Returns nil (no model), {0} (the
+# fields layout), else {1, generation, version, floor, released ranges, the entries after
+# that end (all of them if the generation differs)}.
+_READ_WINDOW = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local m = redis.call('HMGET', KEYS[2], 'dgen', 'dver', 'floor', 'rel')
+if not m[1] then return {0} end
+local from = '-'
+if m[1] == ARGV[1] then from = '(' .. ARGV[2] .. '-0' end
+return {1, m[1], m[2], m[3] or '0', m[4] or '', redis.call('XRANGE', KEYS[3], from, '+')}
+"""
+
 # KEYS: token. ARGV: fence ttl (ms). The record of the token's append if it ran, else
 # "fenced" (and the append becomes a no-op should it still arrive).
 _FENCE = """#!lua
@@ -366,7 +422,7 @@ return 'fenced'
 
 # KEYS: config, ids (the previous layout's zset), meta. ARGV: start, end. Returns -1 if
 # no model. The digests stay where they are: the range joins meta's released ranges,
-# which lookups skip, until the floor passes it.
+# which lookups skip, until the floor passes it; the window's version moves on.
 _RELEASE_IDS = """#!lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], ARGV[2])
@@ -377,6 +433,7 @@ if e > s then
   local item = string.format('%d:%d', s, e)
   if m[2] and m[2] ~= '' then item = m[2] .. ',' .. item end
   redis.call('HSET', KEYS[3], 'rel', item)
+  redis.call('HINCRBY', KEYS[3], 'dver', 1)
 end
 return 1
 """
@@ -425,7 +482,7 @@ if not c[1] then return {} end
 return c
 """
 
-# KEYS: config, log, ids (the previous layout's zset), ckpt, lease, meta, dedup. ARGV:
+# KEYS: config, log, ids (the previous layout's zset), ckpt, lease, meta, dedup, dlog. ARGV:
 # upto, keep_ids, slice, fencing token, sweep. Returns -1 if no model, -3 if the lease is
 # lost, 2 if ids remain to drop. Forgetting the new layout's ids is one write, the floor
 # (lookups skip what is below it); their records go when an append rewrites their field,
@@ -446,6 +503,9 @@ floor = tonumber(m[1] or '0')
 if drop > floor then
   floor = drop
   redis.call('HSET', KEYS[6], 'floor', string.format('%d', drop))
+  -- the log layout's window: entries whose ids are all forgotten go, its version moves
+  redis.call('XTRIM', KEYS[8], 'MINID', string.format('%d-0', drop + 1))
+  redis.call('HINCRBY', KEYS[6], 'dver', 1)
   if m[2] then
     local keep = {}
     for a, b in string.gmatch(m[2], '(%d+):(%d+)') do
@@ -765,16 +825,28 @@ class RedisStore:
         than ``client``'s (:meth:`from_url` makes one); default ``client``.
     dedup_window : int
         The ids a model is expected to remember (the service's ``dedup_window``): models
-        this store creates spread their dedup window over ``max(2048, dedup_window / 8)``
-        fields (see the module docstring). Only the memory and the append's cost depend
-        on it, never what is remembered.
+        this store creates in the fields layout spread their dedup window over
+        ``max(2048, dedup_window / 8)`` fields (see the module docstring). Only the memory
+        and the append's cost depend on it, never what is remembered.
+    dedup_layout : {"log", "fields"}
+        The dedup window's layout of the models this store creates (see the module
+        docstring); models keep the layout they were made with, and the store appends
+        to either.
     """
 
     def __init__(self, client: Any, *, prefix: str = "aucstream",
                  resolve_timeout: float = 10.0, append_client: Any = None,
-                 dedup_window: int = 100_000) -> None:
+                 dedup_window: int = 100_000, dedup_layout: str = "log") -> None:
         if not prefix or "{" in prefix or "}" in prefix:
             raise ValueError(f"a Redis key prefix must be non-empty without braces; got {prefix!r}")
+        if dedup_layout not in ("log", "fields"):
+            raise ValueError(f"dedup_layout must be 'log' or 'fields'; got {dedup_layout!r}")
+        self._layout = dedup_layout
+        # the log layout's windows (per model name) and the models found in the fields one
+        self._windows: dict[str, IdWindow] = {}
+        self._window_locks: dict[str, threading.Lock] = {}
+        self._fields_models: set[str] = set()
+        self._windows_lock = threading.Lock()
         window = check_position(dedup_window, "dedup_window")
         self._fields = max(_MIN_FIELDS, -(-window // _IDS_PER_FIELD))
         # per model name: its field count where it differs from ours (made by a store
@@ -796,6 +868,8 @@ class RedisStore:
         self._create = client.register_script(_CREATE)
         self._delete = client.register_script(_DELETE)
         self._append = self._w.register_script(_APPEND)
+        self._append_log = self._w.register_script(_APPEND_LOG)
+        self._read_window = client.register_script(_READ_WINDOW)
         self._fence = client.register_script(_FENCE)
         self._release_ids = client.register_script(_RELEASE_IDS)
         self._read_log = client.register_script(_READ_LOG)
@@ -827,6 +901,7 @@ class RedisStore:
         connect_timeout: float = 2.0,
         resolve_timeout: float = 10.0,
         dedup_window: int = 100_000,
+        dedup_layout: str = "log",
     ) -> RedisStore:
         """A store on ``redis://[:password@]host:port/db`` (or ``rediss://``, ``unix://``).
 
@@ -858,11 +933,12 @@ class RedisStore:
                     f"Redis Cluster at {plain.rpartition('@')[2]} unavailable: {exc}"
                 ) from exc
             return cls(cluster, prefix=prefix, resolve_timeout=resolve_timeout,
-                       append_client=appender, dedup_window=dedup_window)
+                       append_client=appender, dedup_window=dedup_window,
+                       dedup_layout=dedup_layout)
         return cls(redis.Redis.from_url(url, **options), prefix=prefix,
                    resolve_timeout=resolve_timeout,
                    append_client=redis.Redis.from_url(append_url, **options),
-                   dedup_window=dedup_window)
+                   dedup_window=dedup_window, dedup_layout=dedup_layout)
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self._prefix!r})"
@@ -907,8 +983,10 @@ class RedisStore:
             # Index first (and again after): a crash in between leaves a stale index
             # entry, which list_models filters out, never a model missing from the index.
             self._r.sadd(self._index, name)
-            if not self._create(keys=keys, args=[text, repr(time.time()), version, blob,
-                                                 self._fields]):
+            log_layout = self._layout == "log"
+            args = [text, repr(time.time()), version, blob, "" if log_layout else self._fields,
+                    uuid.uuid4().hex if log_layout else ""]
+            if not self._create(keys=keys, args=args):
                 raise ModelExists(f"Model {name!r} exists already")
             self._r.sadd(self._index, name)
 
@@ -936,16 +1014,119 @@ class RedisStore:
                 self._not_found(name)
             self._model_fields.pop(name, None)
             self._legacy.discard(name)
+            self._fields_models.discard(name)
+            with self._windows_lock:
+                self._windows.pop(name, None)
             self._r.srem(self._index, name)
             # A create of the same name may have raced between the two writes above.
             if self._r.exists(keys[0]):
                 self._r.sadd(self._index, name)
 
     def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
-        keys = self._keys(name, "config", "meta", "log", "ids", "dedup",
-                          f"tok:{uuid.uuid4().hex}")
         ids = check_event_ids(event_ids)
         data = bytes(payload)
+        token = f"tok:{uuid.uuid4().hex}"
+        while True:
+            if name in self._fields_models:
+                res = self._append_fields(name, data, ids, token)
+            else:
+                res = self._append_window(name, data, ids, token)
+            if res is not None:
+                return res
+
+    def _window(self, name: str) -> tuple[IdWindow, threading.Lock]:
+        with self._windows_lock:
+            window = self._windows.get(name)
+            if window is None:
+                window = self._windows[name] = IdWindow()
+                self._window_locks[name] = threading.Lock()
+            return window, self._window_locks[name]
+
+    def _sync_window(self, name: str, window: IdWindow) -> bool:
+        """Bring ``window`` up to the store's (under its lock); False if the model has
+        the fields layout."""
+        keys = self._keys(name, "config", "meta", "dlog")
+        with self._guard("append"):
+            res = self._read_window(keys=keys, args=[window.gen, window.seen])
+        if res is None:
+            self._not_found(name)
+        if not res[0]:
+            return False
+        _, gen, dver, floor, rel, entries = res
+        if gen != window.gen:
+            window.reset(bytes(gen))
+        window.forget(int(floor), [(int(a), int(b)) for a, _, b in
+                                   (r.partition(b":") for r in rel.split(b",") if r)])
+        for eid, fields in entries:
+            f = dict(zip(fields[::2], fields[1::2], strict=True))
+            window.read_entry(int(f[b"s"]), f[b"d"], f[b"m"])
+            window.seen = int(eid.partition(b"-")[0])
+        window.dver = int(dver)
+        return True
+
+    def _append_window(self, name: str, data: bytes, ids: list[str | None],
+                       token: str) -> AppendResult | None:
+        """An append to a model of the log layout; None if it has the fields layout."""
+        keys = self._keys(name, "config", "meta", "log", "dlog", token)
+        window, lock = self._window(name)
+        has_id = np.fromiter((eid is not None for eid in ids), np.bool_, len(ids))
+        digests = id_digests([eid for eid in ids if eid is not None])
+        started = time.monotonic()
+        while True:
+            with lock:
+                if window.dver < 0 and not self._sync_window(name, window):
+                    self._fields_models.add(name)
+                    return None
+                keep = window.keep(digests)
+                gen, base = window.gen, window.dver
+            learned = has_id.copy()
+            learned[has_id] = keep
+            learned |= ~has_id
+            skipped = ",".join(map(str, np.flatnonzero(~learned).tolist()))
+            kept = digests[keep]
+            with_id = has_id[learned]
+            mask = b"" if with_id.all() else np.where(with_id, 49, 48).astype(np.uint8).tobytes()
+            args = [data, self._token_ttl_ms, gen, base, int(learned.sum()), skipped,
+                    kept.tobytes(), mask]
+            try:
+                res = self._append_log(keys=keys, args=args)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if _before_sending(exc):
+                    raise self._unavailable("append", exc) from exc
+                deadline = started + self._append_time
+                return _result(self._find_out(name, keys[4], exc, deadline), data)
+            except (redis.RedisError, RedisClusterException) as exc:
+                raise self._unavailable("append", exc) from exc
+            if res[0] == -6:  # the window moved on since this copy was read
+                if time.monotonic() - started > self._append_time:
+                    raise StoreUnavailable(
+                        f"append to {name!r}: other appends kept moving its dedup window on "
+                        f"for {self._append_time:.0f} s; nothing was written")
+                with lock:
+                    if window.gen == gen and window.dver == base:
+                        self._sync_window(name, window)
+                continue
+            break
+        if res[0] == -1:
+            self._not_found(name)
+        if res[0] == -7:
+            self._fields_models.add(name)
+            return None
+        if res[0] == -2:  # a resend of a script that ran or was fenced
+            return _result(self._checked(name, res[1]), data)
+        written, start, end, skipped_text, _ = res
+        if kept.shape[0]:
+            with lock:  # unless a read of the window since has it already
+                if window.gen == gen and window.dver == base:
+                    window.record(kept, int(start) + 1 + np.flatnonzero(with_id))
+                    window.dver = base + 1
+                    window.seen = int(end)
+        return _result(b"%d:%d:%d:%s" % (written, start, end, skipped_text), data)
+
+    def _append_fields(self, name: str, data: bytes, ids: list[str | None],
+                       token: str) -> AppendResult | None:
+        """An append to a model of the fields layout; None if it has the log layout."""
+        keys = self._keys(name, "config", "meta", "log", "ids", "dedup", token)
         given = [eid for eid in ids if eid is not None]
         mask = b"" if len(given) == len(ids) else bytes(49 if eid is not None else 48
                                                          for eid in ids)
@@ -970,6 +1151,9 @@ class RedisStore:
             except (redis.RedisError, RedisClusterException) as exc:
                 # the server refused the script (OOM, READONLY, LOADING, ...): it did not run
                 raise self._unavailable("append", exc) from exc
+            if res[0] == -8:  # made again, in the log layout
+                self._fields_models.discard(name)
+                return None
             if res[0] == -4:  # the model has the previous layout's zset: send the ids too
                 self._legacy.add(name)
             elif res[0] == -5:  # made with another field count
@@ -1095,7 +1279,8 @@ class RedisStore:
         return Checkpoint(version=int(version), blob=bytes(blob), created_at=float(created_at))
 
     def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
-        keys = self._keys(name, "config", "log", "ids", "ckpt", "lease", "meta", "dedup")
+        keys = self._keys(name, "config", "log", "ids", "ckpt", "lease", "meta", "dedup",
+                          "dlog")
         upto = check_position(upto, "upto")
         keep_ids = check_position(keep_ids, "keep_ids")
         token = check_token(token)

@@ -1,5 +1,6 @@
-"""The Redis store's dedup window: digests packed in one hash, the floor, released ranges,
-and models of the previous layout (one sorted set of ids), which keep deduplicating."""
+"""The Redis store's dedup window in the fields layout (digests packed in one hash), the
+floor, released ranges, and models of the layout before it (one sorted set of ids), which
+keep deduplicating; the log layout's own tests are in test_redis_id_window.py."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def ids(prefix: str, first: int, n: int) -> list[str]:
 
 def test_records_spread_over_fields_with_their_positions(redis_server: RedisServer,
                                                          r: redis.Redis) -> None:
-    store = fast_redis_store(redis_server.url, "dd1")
+    store = fast_redis_store(redis_server.url, "dd1", dedup_layout="fields")
     store.create_model("m", {})
     batch = ids("ad1-", 0, 3_000)
     store.append("m", b"p", [*batch[:1_500], None, *batch[1_500:]])
@@ -66,7 +67,8 @@ def test_bytes_per_id_at_the_window(redis_server: RedisServer, r: redis.Redis) -
     """Issue 15's target: at most 50 bytes of Redis per remembered id (MEMORY USAGE of
     the dedup hash, every element counted), at the window the store was sized for."""
     window = 40_000
-    store = RedisStore.from_url(redis_server.url, prefix="dd2", dedup_window=window)
+    store = RedisStore.from_url(redis_server.url, prefix="dd2", dedup_window=window,
+                                dedup_layout="fields")
     store.create_model("m", {})
     for k in range(0, window, 500):
         store.append("m", b"", ids("ad1-", k, 500))
@@ -80,7 +82,8 @@ def test_bytes_per_id_at_the_window(redis_server: RedisServer, r: redis.Redis) -
 
 def test_trim_forgets_across_fields_and_cleans_up(redis_server: RedisServer,
                                                   r: redis.Redis) -> None:
-    store = RedisStore.from_url(redis_server.url, prefix="dd3", dedup_window=0)
+    store = RedisStore.from_url(redis_server.url, prefix="dd3", dedup_window=0,
+                                dedup_layout="fields")
     store.create_model("m", {})
     n = 6_000
     for k in range(0, n, 1_000):
@@ -106,7 +109,7 @@ def test_trim_forgets_across_fields_and_cleans_up(redis_server: RedisServer,
 
 def test_release_across_fields_until_the_floor_passes(redis_server: RedisServer,
                                                       r: redis.Redis) -> None:
-    store = fast_redis_store(redis_server.url, "dd4")
+    store = fast_redis_store(redis_server.url, "dd4", dedup_layout="fields")
     store.create_model("m", {})
     store.append("m", b"1", ids("a", 0, 500))  # 1..500
     refused = store.append("m", b"2", ids("a", 500, 500))  # 501..1000
@@ -135,7 +138,7 @@ def test_a_digest_across_two_records_is_no_match(redis_server: RedisServer,
                                                  r: redis.Redis) -> None:
     """Records are found at multiples of 14 bytes only: the 8 bytes of a digest that
     happen to straddle two records are not a remembered id."""
-    store = fast_redis_store(redis_server.url, "dd5")
+    store = fast_redis_store(redis_server.url, "dd5", dedup_layout="fields")
     store.create_model("m", {})
     store.append("m", b"1", ["x"])  # creates meta's field count; position 1
     nb = nb_of(r, "dd5", "m")
@@ -154,8 +157,10 @@ def test_a_digest_across_two_records_is_no_match(redis_server: RedisServer,
 
 def test_a_model_made_with_another_window_keeps_its_field_count(
         redis_server: RedisServer, r: redis.Redis) -> None:
-    small = RedisStore.from_url(redis_server.url, prefix="dd6", dedup_window=0)
-    big = RedisStore.from_url(redis_server.url, prefix="dd6", dedup_window=10**6)
+    small = RedisStore.from_url(redis_server.url, prefix="dd6", dedup_window=0,
+                                dedup_layout="fields")
+    big = RedisStore.from_url(redis_server.url, prefix="dd6", dedup_window=10**6,
+                              dedup_layout="fields")
     assert small._fields != big._fields
     small.create_model("m", {})
     big.append("m", b"1", ids("b", 0, 300))

@@ -124,8 +124,9 @@ def test_an_append_cut_off_by_a_stall_is_found_out_once_the_server_resumes(
 def test_a_fenced_append_is_never_written(own_redis: RedisServer) -> None:
     """The fence and the append are scripts, run one at a time: if the fence runs first
     the append is a no-op whenever it arrives; if the append ran first the fence returns
-    its record. Either answer is final."""
-    store = fast_redis_store(own_redis.url)
+    its record. Either answer is final. (The fields layout's script; the log layout's in
+    test_redis_id_window.py.)"""
+    store = fast_redis_store(own_redis.url, dedup_layout="fields")
     fill(store)
     token = "tok:" + "f" * 32
     key = f"{store._prefix}:{{m}}:{token}"

@@ -34,7 +34,7 @@ def test_key_layout(redis_server: RedisServer) -> None:
             "lay:{m}:config": b"hash",
             "lay:{m}:meta": b"hash",
             "lay:{m}:log": b"stream",
-            "lay:{m}:dedup": b"hash",
+            "lay:{m}:dlog": b"stream",
             "lay:{m}:ckpt": b"hash",
             "lay:{m}:imp": b"hash",
             "lay:{m}:imp:shown:pending": b"zset",
@@ -48,15 +48,13 @@ def test_key_layout(redis_server: RedisServer) -> None:
         ((entry_id, fields),) = r.xrange("lay:{m}:log") or []
         assert entry_id == b"2-0"
         assert fields == {b"p": b"\x00payload", b"s": b"0", b"k": b"2"}
-        # the dedup window: field digest mod nb -> records (8-byte digest, 6-byte position)
-        nb = int(r.hget("lay:{m}:meta", "nb"))
-        assert nb == store._fields
-        want: dict[bytes, bytes] = {}
-        for pos, eid in ((1, b"a"), (2, b"b")):
-            d = hashlib.blake2b(eid, digest_size=8).digest()
-            f = b"%d" % (int.from_bytes(d, "big") % nb)
-            want[f] = want.get(f, b"") + d + pos.to_bytes(6, "big")
-        assert r.hgetall("lay:{m}:dedup") == want
+        # the dedup window (log layout): an entry per append that took ids, at its log
+        # end: its start, the ids' 8-byte digests, the mask ("" when every event has one)
+        ((entry_id, fields),) = r.xrange("lay:{m}:dlog") or []
+        digests = b"".join(hashlib.blake2b(e, digest_size=8).digest() for e in (b"a", b"b"))
+        assert entry_id == b"2-0" and fields == {b"s": b"0", b"d": digests, b"m": b""}
+        meta = r.hgetall("lay:{m}:meta")
+        assert meta[b"dver"] == b"1" and len(meta[b"dgen"]) == 32 and b"nb" not in meta
         assert r.hget("lay:{m}:ckpt", "blob") == b"\x80state"  # raw bytes, no pickle
         assert r.hget("lay:{m}:meta", "end") == b"2"
         # impressions: id -> msgpack [payload, shown_at, expires_at, status]; per status
@@ -121,8 +119,8 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
     store.save_checkpoint(name, 1, b"s")
     r = redis_cluster.nodes[0].client()
     try:
-        suffixes = ("config", "meta", "log", "ids", "dedup", "ckpt", "pins", "tok:" + "0" * 32,
-                    "lease", "lease:last", *_IMP_KEYS)
+        suffixes = ("config", "meta", "log", "ids", "dedup", "dlog", "ckpt", "pins",
+                    "tok:" + "0" * 32, "lease", "lease:last", *_IMP_KEYS)
         slots = {r.cluster("KEYSLOT", f"slot:{{{name}}}:{x}") for x in suffixes}
         assert len(slots) == 1
         assert store.read_log(name, 0)[0].payload == b"p"
