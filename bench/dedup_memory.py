@@ -99,14 +99,14 @@ def model_keys(r: redis.Redis, prefix: str, name: str) -> list[bytes]:
 
 
 def dedup_bytes(r: redis.Redis, prefix: str, name: str) -> tuple[int, dict[str, str]]:
-    """Bytes of a model's dedup keys (the ids zset of the previous layout, the dedup hash
-    of the current one; meta is counted too, it holds the window's floor) and their
-    encodings."""
+    """Bytes of a model's dedup keys (the ids zset of the oldest layout, the dedup hash of
+    the fields layout, the window stream of the log layout; meta is counted too, it holds
+    the window's floor) and their encodings."""
     total = 0
     enc = {}
     for key in model_keys(r, prefix, name):
         part = key.decode().rsplit("}:", 1)[1]
-        if part in ("ids", "dedup", "meta"):
+        if part in ("ids", "dedup", "dlog", "meta"):
             total += int(r.memory_usage(key, samples=0) or 0)
             enc[part] = r.object("encoding", key).decode()
     return total, enc
@@ -354,15 +354,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.append("\n**SQLite** (`dbstat`), the same ids:\n")
     out.append(markdown_table(["ids", "table / index", "ids", "B/id"], lite_rows))
     out.append(
-        "\nNotes. The current layout (service/store/redis_store.py): ids as BLAKE2b-64 "
-        "digests, 14-byte records (digest, 6-byte position) packed about 8 to a field of one "
-        "hash per model (max(2048, dedup_window / 8) fields, fixed when the model is "
-        "created); `trim` and `release_ids` forget by raising a floor or adding a released "
-        "range, without scanning. The hash is hashtable-encoded (thousands of fields): the "
-        "saving comes from the packing, not from listpack encoding. An append reads and "
-        "rewrites the fields its ids fall in (one HMGET, one HSET of ~500 values of ~120 "
-        "bytes), which costs the redis-server more per batch than the sorted set's ZMSCORE "
-        "+ ZADD, although trims no longer scan (the speed rows include them). The SQLite "
+        "\nNotes. The current layout (the log layout, service/store/redis_store.py and "
+        "service/store/id_window.py): a stream per model with one entry per append that "
+        "took ids, holding the ids' BLAKE2b-64 digests (8 bytes each) and the append's "
+        "start; positions follow from it. Each appender keeps a copy of the window (a "
+        "numba hash table) and decides the duplicates itself; the append script only "
+        "checks that the copy's version is current and writes the entry, so the "
+        "redis-server does no per-id work. `trim` drops the entries whose ids are all "
+        "forgotten and raises a floor, `release_ids` adds a released range; both move the "
+        "version on, and appenders then read what changed. The fields layout before it "
+        "(the --before rows when REV predates the log layout): 14-byte records packed "
+        "about 8 to a field of one hash, read and rewritten by the append script (one "
+        "HMGET, one HSET of ~500 values of ~120 bytes per batch). The SQLite "
         "store keeps its table (model, id) -> position with an index by position: keyed "
         "by digest instead (tried, not kept) it held under 50 B/id for ids of any length, "
         "but its random b-tree inserts made an append of 500 sequential ids ~4x slower "

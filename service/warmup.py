@@ -33,7 +33,8 @@ from . import fastjson
 from .encoding import FeatureEncoder
 from .feature_index import FeatureIndex
 from .ingest import is_one_array
-from .store.id_digests import digest_args
+from .store.id_digests import digest_args, id_digests
+from .store.id_window import IdWindow
 
 __all__ = ["warm_up"]
 
@@ -103,7 +104,13 @@ def _warm_extras() -> None:
     index.frozen().lookup(csr, 2)
     FeatureIndex(index.columns())
     is_one_array(b"[]")
-    digest_args(["e"], 2)  # the Redis store's append
+    digest_args(["e"], 2)  # the Redis store's appends (fields and log layouts)
+    window = IdWindow()
+    digests = id_digests(["e", "f"])
+    window.keep(digests)
+    window.record(digests, np.array([1, 2]))
+    window.forget(1, [(0, 1)])
+    window.record(id_digests(["g"] * 600), np.arange(3, 603))  # a rebuild
 
 
 _DONE = threading.Event()

@@ -5,12 +5,18 @@ keeps all of a model's keys in one slot and every script below touches one slot 
 
     P:{N}:config   hash    json (the config), created_at
     P:{N}:meta     hash    end (the log end = number of learned events); the dedup
-                           window's nb (field count), floor, rel (released ranges
-                           "s:e,..."), sweep (the next field a trim cleans)
+                           window's floor, rel (released ranges "s:e,..."), and in the log
+                           layout dgen (generation), dver (version), in the fields layout
+                           nb (field count), sweep (the next field a trim cleans)
     P:{N}:log      stream  entry id "<end>-0"; fields p (payload), s (start), k (skip: "3,7")
-    P:{N}:dedup    hash    the dedup window: field f (decimal) -> the records of the ids
-                           whose digest mod nb is f, 14 bytes each, in position order: the
-                           8-byte digest, the position (6 bytes, big-endian)
+    P:{N}:dlog     stream  the dedup window, log layout: per append that took ids, entry id
+                           "<end>-0"; fields s (start), d (the ids' 8-byte digests, in
+                           order), m (mask: "" if every learned event has an id, else a
+                           byte per learned event, "1" for those that have one)
+    P:{N}:dedup    hash    the dedup window, fields layout: field f (decimal) -> the
+                           records of the ids whose digest mod nb is f, 14 bytes each,
+                           in position order: the 8-byte digest, the position (6 bytes,
+                           big-endian)
     P:{N}:ids      zset    event id -> position: the previous version's dedup window, read
                            until trims have emptied it (Redis then drops the key)
     P:{N}:ckpt     hash    version, blob, created_at
@@ -29,20 +35,40 @@ keeps all of a model's keys in one slot and every script below touches one slot 
     P:replicas     zset    replica id -> expiry (ms of the server's clock): the registry
 
 The dedup window remembers an event id by its digest, BLAKE2b-64 of its UTF-8 (computed by
-the client; the script never sees the id). Lookups are one HMGET of the batch's fields and
-a search of each record list; an append rewrites each field it adds to (one HSET), first
-dropping its forgotten records. Forgetting is a number: ``trim`` raises ``floor`` (ids at
-positions <= floor are forgotten) and ``release_ids`` adds a released range, both skipped
-by lookups, so neither scans anything; the records below the floor go when an append next
-rewrites their field, or when a trim's sweep (``_SWEEP_FIELDS`` fields per call, round
+the client; the script never sees the id). Forgetting is a number: ``trim`` raises
+``floor`` (ids at positions <= floor are forgotten) and ``release_ids`` adds a released
+range. Models have one of two layouts, chosen when they are made (``dedup_layout``):
+
+*The log layout* (the default). Each appender keeps a copy of the window
+(:class:`~service.store.id_window.IdWindow`), decides which events are duplicates, and
+sends the version ``dver`` of the window its decision was made on; the append script
+writes the log entry and the window entry only if ``dver`` is still the model's, and
+then moves it on. Trims (which also drop the window entries whose ids are all forgotten)
+and releases move it on too. An appender whose copy is behind is told so, reads the
+window entries after the last it has seen (and floor, rel) and decides again. So the
+redis-server does no work per id (an append script of 500 events went from ~1.6 ms to
+~0.3 ms of its CPU, bench/dedup_memory.py), and an id costs its 8-byte digest (~9 B per
+remembered id). ``dgen``, drawn when the model is made, tells a copy that the model was
+deleted and made again under its name. Several appenders of one model take turns: each
+append that records ids sends the others' next append through one more read. A service
+of an earlier version knows nothing of this layout: it must not share a store with this
+one (its append script would write a fields-layout window beside the log one).
+
+*The fields layout* (models made before the log layout). Lookups are one HMGET of the
+batch's fields and a search of each record list; an append rewrites each field it adds
+to (one HSET), first dropping its forgotten records. Lookups skip the floor and the
+released ranges, so forgetting scans nothing; the records below the floor go when an
+append next rewrites their field, or when a trim's sweep (``_SWEEP_FIELDS`` fields per call, round
 robin) reaches it. Memory: ~24 bytes per remembered id at the window with the default
 ``_IDS_PER_FIELD`` (bench/dedup_memory.py; the previous sorted set took ~104). The field
 count ``nb`` is fixed when the model is created (from the store's ``dedup_window``) and
 kept in meta; a store that assumed another count is told so by the append script and
-resends. An event is wrongly taken for a duplicate only when its digest equals that of an
-id in the window: with W ids remembered, probability ~W / 2**64 per event (5.4e-15 at W =
-100,000: one such event in ~58 years at 10^5 events/s). Records are matched at multiples of
-14 bytes only, never across two records.
+resends.
+
+In either layout an event is wrongly taken for a duplicate only when its digest equals
+that of an id in the window: with W ids remembered, probability ~W / 2**64 per event (5.4e-15 at W =
+100,000: one such event in ~58 years at 10^5 events/s). The fields layout's records are
+matched at multiples of 14 bytes only, never across two records.
 
 Why one hash of packed records, not a small listpack-encoded key per bucket (which Redis
 also keeps compact): a call from a script costs a microsecond or more, so one call per id
