@@ -82,6 +82,7 @@ class FastRequest:
     labels: np.ndarray | None  # int8 ±1 per event (learn only)
     ids: list[str | None]  # one per event or item
     top_k: int | None
+    starts: np.ndarray | None = None  # where each event's object begins in the body (learn)
 
 
 # ----------------------------------------------------------------------------- scanning
@@ -516,7 +517,8 @@ def _scalar(b, p, ks, ke, seed, mask, out_idx, out_val, nf):
 def _parse(b, learn, hashed, dim, mask, max_items):
     """Scan a whole /learn (``learn``) or /score body.
 
-    Returns (ok, n, model_start, model_end, top_k, labels, id_spans, indptr, idx, vals, X).
+    Returns (ok, n, model_start, model_end, top_k, labels, id_spans, indptr, idx, vals, X,
+    starts).
     """
     n = b.shape[0]
     cap_items = max_items + 1
@@ -525,6 +527,7 @@ def _parse(b, learn, hashed, dim, mask, max_items):
     labels = np.empty(cap_items, np.int8)
     id_spans = np.empty((cap_items, 2), np.int64)
     indptr = np.empty(cap_items + 1, np.int64)
+    starts = np.empty(cap_items, np.int64)
     cap_f = n // 4 + 1 if hashed else 1
     idx = np.empty(cap_f, np.int64)
     vals = np.empty(cap_f)
@@ -532,15 +535,15 @@ def _parse(b, learn, hashed, dim, mask, max_items):
     keys_top = np.full(4 * (_SMALL_SLOTS + _KEY_SLOTS), -1, np.int64)  # see _first_time
     keys_ns = np.full(4 * (_SMALL_SLOTS + _KEY_SLOTS), -1, np.int64)
     ok, count, ms, me, top_k = _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans,
-                                     indptr, idx, vals, X, keys_top, keys_ns)
-    return ok, count, ms, me, top_k, labels, id_spans, indptr, idx, vals, X
+                                     indptr, idx, vals, X, keys_top, keys_ns, starts)
+    return ok, count, ms, me, top_k, labels, id_spans, indptr, idx, vals, X, starts
 
 
 # Without reference counting: the inlined helpers' array arguments were counted up and
 # down (atomically) at every call inside a counted function, ~14% of a scan (perf).
 @njit(cache=True, nogil=True, _nrt=False)
 def _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans, indptr, idx, vals, X,
-          keys_top, keys_ns):
+          keys_top, keys_ns, starts):
     """The scan of :func:`_parse` into its buffers: (ok, n, model_start, model_end,
     top_k)."""
     n = b.shape[0]
@@ -592,6 +595,7 @@ def _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans, indptr, idx,
             while True:  # one event / item
                 if count >= max_items or p >= n or b[_u(p)] != _LBRACE:
                     return fail
+                starts[count] = p
                 p = _ws(b, p + 1)
                 got_label = False
                 got_vec = False
@@ -825,7 +829,7 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int,
     # `{"x":[` + two bytes per value, or `{"features":{}}`), not by the configured limit.
     max_items = min(max_items, len(body) // (15 if hashed else 2 * dim + 6) + 1)
     mask = (1 << int(spec["bits"])) - 1 if hashed else 0
-    ok, n, ms, me, top_k, labels, id_spans, indptr, idx, vals, X = _parse(
+    ok, n, ms, me, top_k, labels, id_spans, indptr, idx, vals, X, starts = _parse(
         buf, learn, hashed, dim, mask, max_items)
     if not ok:
         return None
@@ -846,7 +850,8 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int,
             return None
         batch = EncodedBatch(n=n, X=X[:n].copy())
     return FastRequest(model=model, batch=batch, labels=labels[:n].copy() if learn else None,
-                       ids=ids, top_k=None if top_k < 0 else top_k)
+                       ids=ids, top_k=None if top_k < 0 else top_k,
+                       starts=starts[:n].copy() if learn else None)
 
 
 def parse_learn(body: bytes, spec: dict, max_items: int,

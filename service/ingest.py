@@ -194,24 +194,37 @@ class StreamIngester:
 
     def _prepare(self, entries: list[StreamEntry]) -> tuple[bytes, ParsedLearn] | None:
         """All entries' events as one /learn body, read by the fast parser, if each entry
-        is one JSON array and the fast parser takes them all (else None)."""
+        is one JSON array and the fast parser takes them all (else None).
+
+        An entry counts as one array when it is '[' ... ']' and an event of the parsed
+        body begins where its text does: the body's events are whole objects separated by
+        commas in one array (its key is the body's only list, a second "model" or any
+        other key fails the parse), so each entry's text is then a run of whole events.
+        (Scanning each entry's brackets first cost ~1 µs per 724-byte event.)"""
         pieces = [self._prefix]
+        at = len(self._prefix)
+        firsts = []
         for _, fields in entries:
             raw = fields.get(b"events")
             if raw is None:
                 return None
-            start, end = _array_bounds(np.frombuffer(raw, np.uint8))
-            if start < 0:
+            inner = _inner(raw)
+            if inner is None:
                 return None
-            if end > start:
+            if inner:
                 if len(pieces) > 1:
                     pieces.append(b",")
-                pieces.append(memoryview(raw)[start:end])
+                    at += 1
+                firsts.append(at)
+                pieces.append(inner)
+                at += len(inner)
         pieces.append(b"]}")
         body = b"".join(pieces)
         settings = self._combined_settings if len(entries) > 1 else self.settings
         parsed = parse_fast(body, self.host, settings)
-        if parsed is None or parsed.model is not self.model:
+        if parsed is None or parsed.model is not self.model or parsed.starts is None:
+            return None
+        if firsts and not np.isin(np.array(firsts, np.int64), parsed.starts).all():
             return None
         return body, parsed
 
@@ -301,6 +314,18 @@ class StreamIngester:
         body = b'{"events":' + raw + self._suffix
         out, _ = learn_body(body, self.host, self.settings)
         return out.accepted
+
+
+def _inner(raw: bytes) -> bytes | None:
+    """What is between an entry's outer brackets, whitespace trimmed, if it starts with
+    '[' and ends with ']' (else None); whether they match is left to the parse."""
+    text = raw.strip(_WS)
+    if len(text) < 2 or text[0] != 91 or text[-1] != 93:  # '[' ... ']'
+        return None
+    return text[1:-1].strip(_WS)
+
+
+_WS = b" \t\n\r"
 
 
 def is_one_array(raw: bytes) -> bool:

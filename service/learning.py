@@ -34,6 +34,7 @@ class ParsedLearn:
     labels: np.ndarray  # int8 ±1 per event
     ids: list[str | None]
     started: float  # perf_counter() when reading the body began (the learn latency's start)
+    starts: np.ndarray | None = None  # where each event's object begins in the body
 
 
 def parse_fast(body: bytes, host: ModelHost, settings: Settings) -> ParsedLearn | None:
@@ -55,7 +56,7 @@ def _parse_fast(body: bytes, host: ModelHost, settings: Settings,
     if fast is None:
         return None
     assert fast.labels is not None
-    return ParsedLearn(model, fast.batch, fast.labels, fast.ids, started)
+    return ParsedLearn(model, fast.batch, fast.labels, fast.ids, started, fast.starts)
 
 
 def learn_body(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnResponse, bool]:
