@@ -171,21 +171,48 @@ def digest_args(ids: list[str], fields: int) -> tuple[bytes, bytes]:
 
 
 @njit(cache=True, nogil=True)
-def _digests(data, offsets, iv, sigma):
-    k = offsets.shape[0] - 1
+def _digests(data, starts, ends, iv, sigma):
+    k = starts.shape[0]
     out = np.empty(k, np.uint64)
     h = np.empty(8, np.uint64)
     m = np.empty(16, np.uint64)
     for i in range(k):
-        out[i] = _blake2b_64(data, offsets[i], offsets[i + 1], iv, sigma, h, m)
+        out[i] = _blake2b_64(data, starts[i], ends[i], iv, sigma, h, m)
     return out
+
+
+@njit(cache=True, nogil=True)
+def _nul_spans(data, k):
+    """(starts, ends) of the k NUL-separated pieces of ``data``."""
+    starts = np.empty(k, np.int64)
+    ends = np.empty(k, np.int64)
+    s = 0
+    j = 0
+    for i in range(data.shape[0]):
+        if data[i] == 0:
+            starts[j] = s
+            ends[j] = i
+            j += 1
+            s = i + 1
+    starts[j] = s
+    ends[j] = data.shape[0]
+    return starts, ends
 
 
 def id_digests(ids: list[str]) -> np.ndarray:
     """The ids' 8-byte digests as little-endian uint64s: ``.tobytes()`` gives the digests
     one after another, as ``hashlib.blake2b(id, digest_size=8).digest()`` would."""
-    encoded = [eid.encode("utf-8", "surrogatepass") for eid in ids]
-    offsets = np.zeros(len(encoded) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
-    data = np.frombuffer(b"".join(encoded), np.uint8)
-    return _digests(data, offsets, _IV, _SIGMA).astype("<u8", copy=False)
+    if not ids:
+        return np.zeros(0, "<u8")
+    joined = "\0".join(ids)
+    if joined.count("\0") == len(ids) - 1:  # no id holds a NUL: one encode, split in numba
+        # (encoding each id and summing lengths in Python cost 0.15 us per id)
+        data = np.frombuffer(joined.encode("utf-8", "surrogatepass"), np.uint8)
+        starts, ends = _nul_spans(data, len(ids))
+    else:
+        encoded = [eid.encode("utf-8", "surrogatepass") for eid in ids]
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        data = np.frombuffer(b"".join(encoded), np.uint8)
+        starts, ends = offsets[:-1], offsets[1:]
+    return _digests(data, starts, ends, _IV, _SIGMA).astype("<u8", copy=False)
