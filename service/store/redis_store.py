@@ -895,7 +895,8 @@ class RedisStore:
         self._delete = client.register_script(_DELETE)
         self._append = self._w.register_script(_APPEND)
         self._append_log = self._w.register_script(_APPEND_LOG)
-        self._read_window = client.register_script(_READ_WINDOW)
+        # on the appenders' connection: part of an append, it waits as long as one
+        self._read_window = self._w.register_script(_READ_WINDOW)
         self._fence = client.register_script(_FENCE)
         self._release_ids = client.register_script(_RELEASE_IDS)
         self._read_log = client.register_script(_READ_LOG)
