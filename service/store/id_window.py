@@ -120,9 +120,11 @@ class IdWindow:
     generation ``gen`` (a model made again under the same name has another), with the
     forgetting in force: ``floor`` and the released ranges ``rel``.
 
-    ``seen`` is the log end of the last window entry read or written: a sync reads the
-    entries after it. The table keeps at most half its slots taken; forgotten records go
-    when it is rebuilt to grow.
+    ``seen`` is the log end of the last window entry read or written, ``tag`` that entry's
+    start and last digest: a sync reads the entries after it if it is still there as
+    read (versions are unique strings, so a store that lost history and moved on is
+    never taken for the copy's). The table keeps at most half its slots taken; forgotten
+    records go when it is rebuilt to grow.
 
     >>> import numpy as np
     >>> w = IdWindow()
@@ -138,8 +140,9 @@ class IdWindow:
 
     def __init__(self) -> None:
         self.gen = b""
-        self.dver = -1  # no version: the first append syncs
+        self.dver = b""  # no version: the first append syncs
         self.seen = 0
+        self.tag = b""
         self.floor = 0
         self.rel = np.zeros((0, 2), np.int64)
         self._keys = np.zeros(1024, np.uint64)

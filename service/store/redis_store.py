@@ -44,8 +44,11 @@ range. Models have one of two layouts, chosen when they are made (``dedup_layout
 sends the version ``dver`` of the window its decision was made on; the append script
 writes the log entry and the window entry only if ``dver`` is still the model's, and
 then moves it on. Trims (which also drop the window entries whose ids are all forgotten)
-and releases move it on too. An appender whose copy is behind is told so, reads the
-window entries after the last it has seen (and floor, rel) and decides again. So the
+and releases move it on too. Versions are unique strings (the append's token, a fresh
+one per trim or release), never counters, so a store that lost history and moved on
+cannot match a copy by chance. An appender whose copy is behind is told so, reads the
+window entries after the last it has seen, if that entry is still there as it read it
+(else the whole window), with floor and rel, and decides again. So the
 redis-server does no work per id (an append script of 500 events went from ~1.6 ms to
 ~0.3 ms of its CPU, bench/dedup_memory.py), and an id costs its 8-byte digest (~9 B per
 remembered id). ``dgen``, drawn when the model is made, tells a copy that the model was
@@ -185,7 +188,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('UNLINK', unpack(KEYS, 2))
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
 if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[2], 'end', ARGV[3], 'dgen', ARGV[6], 'dver', '0')
+  redis.call('HSET', KEYS[2], 'end', ARGV[3], 'dgen', ARGV[6], 'dver', ARGV[6])
 else
   redis.call('HSET', KEYS[2], 'end', ARGV[3], 'nb', ARGV[5])
 end
@@ -395,7 +398,8 @@ return {1, start, pos, skipped, lg}
 # on its copy of the window, at version ARGV[4] of generation ARGV[3]. KEYS: config, meta,
 # log, dlog, token. ARGV: payload, token ttl (ms), generation, version, events learned,
 # skip ("i,j"), the 8-byte digests of the learned events' ids ("" if none), mask ("" if
-# every learned event has an id, else one byte per learned event: "1" has one). Returns
+# every learned event has an id, else one byte per learned event: "1" has one), the
+# version this append makes if it records ids (unique: the token's). Returns
 # {-1} (no model), {-2, record} (as _APPEND), {-6} (the window moved on: read it again),
 # {-7} (the model has the fields layout), else {written 0/1, start, end, skip, 0}.
 _APPEND_LOG = """#!lua
@@ -416,7 +420,7 @@ local e = string.format('%d', pos)
 redis.call('XADD', KEYS[3], e .. '-0', 'p', ARGV[1], 's', s, 'k', ARGV[6])
 if ARGV[7] ~= '' then
   redis.call('XADD', KEYS[4], e .. '-0', 's', s, 'd', ARGV[7], 'm', ARGV[8])
-  redis.call('HSET', KEYS[2], 'end', e, 'dver', string.format('%d', tonumber(m[3]) + 1))
+  redis.call('HSET', KEYS[2], 'end', e, 'dver', ARGV[9])
 else
   redis.call('HSET', KEYS[2], 'end', e)
 end
@@ -425,16 +429,30 @@ return {1, start, pos, ARGV[6], 0}
 """
 
 # The log layout's window, for an appender's copy. KEYS: config, meta, dlog. ARGV: the
-# copy's generation, the log end it has read up to. Returns nil (no model), {0} (the
-# fields layout), else {1, generation, version, floor, released ranges, the entries after
-# that end (all of them if the generation differs)}.
+# copy's generation, the log end of the last entry it read, that entry's tag (its start,
+# ':', its last digest). Returns nil (no model), {0} (the fields layout), else {1,
+# generation, version, floor, released ranges, 1 if read from the start, the entries}:
+# the entries after the copy's last, if that entry is still there as the copy read it,
+# else all of them (another generation, or a store that lost history: the copy starts
+# over). A trimmed last entry is no loss: its ids were all forgotten.
 _READ_WINDOW = """#!lua flags=no-writes
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local m = redis.call('HMGET', KEYS[2], 'dgen', 'dver', 'floor', 'rel')
 if not m[1] then return {0} end
 local from = '-'
-if m[1] == ARGV[1] then from = '(' .. ARGV[2] .. '-0' end
-return {1, m[1], m[2], m[3] or '0', m[4] or '', redis.call('XRANGE', KEYS[3], from, '+')}
+if m[1] == ARGV[1] and ARGV[2] ~= '0' then
+  local id = ARGV[2] .. '-0'
+  local last = redis.call('XRANGE', KEYS[3], id, id)[1]
+  if last then
+    local f = {}
+    for i = 1, #last[2], 2 do f[last[2][i]] = last[2][i + 1] end
+    if f['s'] .. ':' .. string.sub(f['d'], -8) == ARGV[3] then from = '(' .. id end
+  elseif tonumber(ARGV[2]) <= tonumber(m[3] or '0') then
+    from = '(' .. id
+  end
+end
+return {1, m[1], m[2], m[3] or '0', m[4] or '', from == '-' and 1 or 0,
+        redis.call('XRANGE', KEYS[3], from, '+')}
 """
 
 # KEYS: token. ARGV: fence ttl (ms). The record of the token's append if it ran, else
@@ -446,7 +464,8 @@ redis.call('SET', KEYS[1], 'fenced', 'PX', ARGV[1])
 return 'fenced'
 """
 
-# KEYS: config, ids (the previous layout's zset), meta. ARGV: start, end. Returns -1 if
+# KEYS: config, ids (the previous layout's zset), meta. ARGV: start, end, the window's new
+# version (unique). Returns -1 if
 # no model. The digests stay where they are: the range joins meta's released ranges,
 # which lookups skip, until the floor passes it; the window's version moves on.
 _RELEASE_IDS = """#!lua
@@ -459,7 +478,7 @@ if e > s then
   local item = string.format('%d:%d', s, e)
   if m[2] and m[2] ~= '' then item = m[2] .. ',' .. item end
   redis.call('HSET', KEYS[3], 'rel', item)
-  redis.call('HINCRBY', KEYS[3], 'dver', 1)
+  redis.call('HSET', KEYS[3], 'dver', ARGV[3])
 end
 return 1
 """
@@ -509,10 +528,12 @@ return c
 """
 
 # KEYS: config, log, ids (the previous layout's zset), ckpt, lease, meta, dedup, dlog. ARGV:
-# upto, keep_ids, slice, fencing token, sweep. Returns -1 if no model, -3 if the lease is
-# lost, 2 if ids remain to drop. Forgetting the new layout's ids is one write, the floor
-# (lookups skip what is below it); their records go when an append rewrites their field,
-# and `sweep` fields per call are cleaned here (models that stop learning). The zset of
+# upto, keep_ids, slice, fencing token, sweep, the window's new version (unique). Returns
+# -1 if no model, -3 if the lease is lost, 2 if ids remain to drop. Forgetting ids is one
+# write, the floor (lookups skip what is below it). The log layout's window entries go
+# once all their ids are forgotten; the fields layout's records go when an append
+# rewrites their field, and `sweep` fields per call are cleaned here (models that stop
+# learning). The zset of
 # the previous layout loses at most `slice` positions' ids per call, because a script
 # blocks the whole server and a second's worth of ids (100k at full load) took ~30 ms.
 _TRIM = "#!lua" + _FENCE_LIB + _DEDUP_LIB + """
@@ -531,7 +552,7 @@ if drop > floor then
   redis.call('HSET', KEYS[6], 'floor', string.format('%d', drop))
   -- the log layout's window: entries whose ids are all forgotten go, its version moves
   redis.call('XTRIM', KEYS[8], 'MINID', string.format('%d-0', drop + 1))
-  redis.call('HINCRBY', KEYS[6], 'dver', 1)
+  redis.call('HSET', KEYS[6], 'dver', ARGV[6])
   if m[2] then
     local keep = {}
     for a, b in string.gmatch(m[2], '(%d+):(%d+)') do
@@ -1074,13 +1095,13 @@ class RedisStore:
         the fields layout."""
         keys = self._keys(name, "config", "meta", "dlog")
         with self._guard("append"):
-            res = self._read_window(keys=keys, args=[window.gen, window.seen])
+            res = self._read_window(keys=keys, args=[window.gen, window.seen, window.tag])
         if res is None:
             self._not_found(name)
         if not res[0]:
             return False
-        _, gen, dver, floor, rel, entries = res
-        if gen != window.gen:
+        _, gen, dver, floor, rel, full, entries = res
+        if full:
             window.reset(bytes(gen))
         window.forget(int(floor), [(int(a), int(b)) for a, _, b in
                                    (r.partition(b":") for r in rel.split(b",") if r)])
@@ -1088,20 +1109,22 @@ class RedisStore:
             f = dict(zip(fields[::2], fields[1::2], strict=True))
             window.read_entry(int(f[b"s"]), f[b"d"], f[b"m"])
             window.seen = int(eid.partition(b"-")[0])
-        window.dver = int(dver)
+            window.tag = f[b"s"] + b":" + f[b"d"][-8:]
+        window.dver = bytes(dver)
         return True
 
     def _append_window(self, name: str, data: bytes, ids: list[str | None],
                        token: str) -> AppendResult | None:
         """An append to a model of the log layout; None if it has the fields layout."""
         keys = self._keys(name, "config", "meta", "log", "dlog", token)
+        version = token.removeprefix("tok:").encode()  # the window's, should this record ids
         window, lock = self._window(name)
         has_id = np.fromiter((eid is not None for eid in ids), np.bool_, len(ids))
         digests = id_digests([eid for eid in ids if eid is not None])
         started = time.monotonic()
         while True:
             with lock:
-                if window.dver < 0 and not self._sync_window(name, window):
+                if not window.dver and not self._sync_window(name, window):
                     self._fields_models.add(name)
                     return None
                 keep = window.keep(digests)
@@ -1114,7 +1137,7 @@ class RedisStore:
             with_id = has_id[learned]
             mask = b"" if with_id.all() else np.where(with_id, 49, 48).astype(np.uint8).tobytes()
             args = [data, self._token_ttl_ms, gen, base, int(learned.sum()), skipped,
-                    kept.tobytes(), mask]
+                    kept.tobytes(), mask, version]
             try:
                 res = self._append_log(keys=keys, args=args)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -1146,8 +1169,9 @@ class RedisStore:
             with lock:  # unless a read of the window since has it already
                 if window.gen == gen and window.dver == base:
                     window.record(kept, int(start) + 1 + np.flatnonzero(with_id))
-                    window.dver = base + 1
+                    window.dver = version
                     window.seen = int(end)
+                    window.tag = b"%d:" % start + kept[-1:].tobytes()
         return _result(b"%d:%d:%d:%s" % (written, start, end, skipped_text), data)
 
     def _append_fields(self, name: str, data: bytes, ids: list[str | None],
@@ -1255,7 +1279,7 @@ class RedisStore:
         start = check_position(start, "start")
         end = check_position(end, "end")
         with self._guard("release_ids"):
-            res = self._release_ids(keys=keys, args=[start, end])
+            res = self._release_ids(keys=keys, args=[start, end, uuid.uuid4().hex])
         if res == -1:
             self._not_found(name)
 
@@ -1316,7 +1340,7 @@ class RedisStore:
         while res == 2:
             with self._guard("trim"):
                 res = self._trim(keys=keys, args=[upto, keep_ids, _TRIM_SLICE, fence,
-                                                  _SWEEP_FIELDS])
+                                                  _SWEEP_FIELDS, uuid.uuid4().hex])
         if res == -1:
             self._not_found(name)
         if res == -3:

@@ -95,10 +95,10 @@ def test_a_stale_or_fenced_append_writes_nothing(redis_server: RedisServer) -> N
         store.create_model("m", {})
         store.append("m", b"p", ["a"])
         keys = store._keys("m", "config", "meta", "log", "dlog", "tok:" + "1" * 32)
-        gen = store._windows["m"].gen
-        args = [b"late", 60_000, gen, 0, 1, "", b"\x00" * 8, b""]  # version 0: stale
-        assert store._append_log(keys=keys, args=args) == [-6]
-        args[3] = 1
+        window = store._windows["m"]
+        args = [b"late", 60_000, window.gen, window.gen, 1, "", b"\x00" * 8, b"", b"v2"]
+        assert store._append_log(keys=keys, args=args) == [-6]  # the version at creation
+        args[3] = window.dver
         fenced = store._keys("m", "tok:" + "2" * 32)[0]
         store._fence(keys=[fenced], args=[60_000])
         assert store._append_log(keys=[*keys[:4], fenced], args=args) == [-2, b"fenced"]
@@ -186,3 +186,29 @@ def test_an_appender_that_keeps_losing_gives_up(redis_server: RedisServer,
     finally:
         store.close()
         other.close()
+
+
+def test_a_store_that_lost_history_is_read_afresh(redis_server: RedisServer) -> None:
+    """Redis restored to an older state (a failover to a lagging replica, an old AOF),
+    then moved on by other appenders to the same log end: a copy that saw the lost
+    appends must not decide on them (the lost ids are new again)."""
+    a = fast_redis_store(redis_server.url)
+    b = fast_redis_store(redis_server.url, a._prefix)
+    r = redis.Redis.from_url(redis_server.url)
+    try:
+        a.create_model("m", {})
+        meta, log, dlog = (f"{a._prefix}:{{m}}:{k}" for k in ("meta", "log", "dlog"))
+        before = r.hgetall(meta)
+        assert a.append("m", b"p", ["x", "y"]).version == 2  # a's copy: x, y
+        # the loss: back to the state before that append
+        r.delete(log, dlog)
+        r.delete(meta)
+        r.hset(meta, mapping=before)
+        assert b.append("m", b"q", ["p", "q"]).version == 2  # the same log end again
+        assert b.append("m", b"q", ["r"]).version == 3
+        res = a.append("m", b"s", ["x", "y", "p"])
+        assert res.duplicates == (2,) and res.version == 5
+    finally:
+        r.close()
+        a.close()
+        b.close()

@@ -54,7 +54,9 @@ def test_key_layout(redis_server: RedisServer) -> None:
         digests = b"".join(hashlib.blake2b(e, digest_size=8).digest() for e in (b"a", b"b"))
         assert entry_id == b"2-0" and fields == {b"s": b"0", b"d": digests, b"m": b""}
         meta = r.hgetall("lay:{m}:meta")
-        assert meta[b"dver"] == b"1" and len(meta[b"dgen"]) == 32 and b"nb" not in meta
+        # versions are unique: the generation at creation, then the append's token
+        assert meta[b"dver"] == tokens[0].rpartition(":")[2].encode()
+        assert len(meta[b"dgen"]) == 32 and b"nb" not in meta
         assert r.hget("lay:{m}:ckpt", "blob") == b"\x80state"  # raw bytes, no pickle
         assert r.hget("lay:{m}:meta", "end") == b"2"
         # impressions: id -> msgpack [payload, shown_at, expires_at, status]; per status
