@@ -849,6 +849,7 @@ return out
 """
 _EXPIRE_SLICE = 2_000  # expired impressions a keep or claim drops, at most
 _TOKEN_TTL_MIN = 60.0  # seconds an append's record is kept, at least
+_WINDOW_IDLE_S = 300.0  # seconds after which an unused copy of a dedup window is dropped
 _FENCE_TTL = 86_400.0  # seconds a fence is kept: longer than any stall it could outlast
 _RESOLVE_RETRY = 0.05  # first pause between fence attempts (doubling to 0.5 s)
 
@@ -892,6 +893,8 @@ class RedisStore:
         # the log layout's windows (per model name) and the models found in the fields one
         self._windows: dict[str, IdWindow] = {}
         self._window_locks: dict[str, threading.Lock] = {}
+        self._window_used: dict[str, float] = {}
+        self._windows_swept = time.monotonic()
         self._fields_models: set[str] = set()
         self._windows_lock = threading.Lock()
         window = check_position(dedup_window, "dedup_window")
@@ -1065,6 +1068,8 @@ class RedisStore:
             self._fields_models.discard(name)
             with self._windows_lock:
                 self._windows.pop(name, None)
+                self._window_locks.pop(name, None)
+                self._window_used.pop(name, None)
             self._r.srem(self._index, name)
             # A create of the same name may have raced between the two writes above.
             if self._r.exists(keys[0]):
@@ -1083,11 +1088,22 @@ class RedisStore:
                 return res
 
     def _window(self, name: str) -> tuple[IdWindow, threading.Lock]:
+        """This store's copy of a model's window (and its lock). Copies this store has
+        not appended with for ``_WINDOW_IDLE_S`` are dropped (read again if needed): a
+        copy holds ~40-70 bytes per remembered id. A copy dropped while an append uses
+        it is still a valid copy: every decision is checked against the model's version."""
+        now = time.monotonic()
         with self._windows_lock:
+            if now - self._windows_swept > _WINDOW_IDLE_S:
+                self._windows_swept = now
+                for idle in [n for n, t in self._window_used.items()
+                             if now - t > _WINDOW_IDLE_S]:
+                    del self._windows[idle], self._window_locks[idle], self._window_used[idle]
             window = self._windows.get(name)
             if window is None:
                 window = self._windows[name] = IdWindow()
                 self._window_locks[name] = threading.Lock()
+            self._window_used[name] = now
             return window, self._window_locks[name]
 
     def _sync_window(self, name: str, window: IdWindow) -> bool:

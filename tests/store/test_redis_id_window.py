@@ -212,3 +212,22 @@ def test_a_store_that_lost_history_is_read_afresh(redis_server: RedisServer) -> 
         r.close()
         a.close()
         b.close()
+
+
+def test_idle_copies_are_dropped_and_read_again(redis_server: RedisServer,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from aucstream.service.store import redis_store
+
+    store = fast_redis_store(redis_server.url)
+    try:
+        for name in ("a", "b"):
+            store.create_model(name, {})
+            store.append(name, b"p", ["x", "y"])
+        assert set(store._windows) == {"a", "b"}
+        monkeypatch.setattr(redis_store, "_WINDOW_IDLE_S", 0.05)
+        time.sleep(0.1)
+        assert store.append("a", b"q", ["x", "z"]).duplicates == (0,)  # a read afresh
+        assert set(store._windows) == {"a"}
+        assert store.append("b", b"q", ["y", "z"]).duplicates == (0,)
+    finally:
+        store.close()
