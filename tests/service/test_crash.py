@@ -45,16 +45,22 @@ class Server:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "aucstream.service.cli", "serve", "--port", str(self.port)],
                 env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
+        # as tests/service/conftest.py's wait_ready: a server that finds kernels missing
+        # from the numba cache compiles them before it is ready, longer in a loaded run
+        deadline = time.monotonic() + 240
+        last = "no answer"
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                r = httpx.get(f"{self.url}/readyz", timeout=1)
+                if r.status_code == 200:
                     return
-            except httpx.HTTPError:
-                pass
+                last = r.text
+            except httpx.HTTPError as exc:
+                last = repr(exc)
             time.sleep(0.1)
-        raise AssertionError("server did not become ready:\n" + self.log.read_text()[-3000:])
+        raise AssertionError(f"server did not become ready (last /readyz: {last}):\n"
+                             + self.log.read_text()[-3000:])
 
     def kill9(self) -> None:
         assert self.proc is not None
