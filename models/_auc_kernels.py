@@ -190,48 +190,39 @@ def _upper(a, n, x, lo):
 @njit(cache=True, nogil=True)
 def w2(p, n_p, q, n_q):
     """W2(p[:n_p], q[:n_q]) for sorted positive scores p and negative scores q: twice the
-    pairs p wins plus the ties."""
+    pairs p wins plus the ties. The shorter list is walked: from the negatives' side each
+    negative's count is 2 n_p less that sum."""
     if n_p == 0 or n_q == 0:
         return 0
+    if n_p <= n_q:
+        return _below_sum(p, n_p, q, n_q)
+    return 2 * n_p * n_q - _below_sum(q, n_q, p, n_p)
+
+
+@njit(cache=True, nogil=True)
+def _below_sum(a, n_a, b, n_b):
+    """The sum over a[:n_a] of #(b < a[i]) + #(b <= a[i]), for sorted a and b[:n_b]."""
     total = 0
-    if n_p <= n_q and n_q > GALLOP_GAP * n_p:
+    if n_b > GALLOP_GAP * n_a:
         lo = 0
-        for i in range(n_p):
-            lt = _lower(q, n_q, p[i], lo)
-            total += lt + _upper(q, n_q, p[i], lt)
+        for i in range(n_a):
+            lt = _lower(b, n_b, a[i], lo)
+            total += lt + _upper(b, n_b, a[i], lt)
             lo = lt
-    elif n_q < n_p and n_p > GALLOP_GAP * n_q:
-        lo = 0
-        for j in range(n_q):
-            lt = _lower(p, n_p, q[j], lo)
-            total += 2 * n_p - lt - _upper(p, n_p, q[j], lt)
-            lo = lt
-    elif n_p <= n_q:
-        # Comparable lengths: each entry of the shorter list walks the longer one on
-        # from where the previous stopped (branches mostly predicted).
-        lt = 0
-        le = 0
-        for i in range(n_p):
-            x = p[i]
-            while lt < n_q and q[lt] < x:
-                lt += 1
-            if le < lt:
-                le = lt
-            while le < n_q and q[le] <= x:
-                le += 1
-            total += lt + le
-    else:
-        lt = 0
-        le = 0
-        for j in range(n_q):
-            x = q[j]
-            while lt < n_p and p[lt] < x:
-                lt += 1
-            if le < lt:
-                le = lt
-            while le < n_p and p[le] <= x:
-                le += 1
-            total += 2 * n_p - lt - le
+        return total
+    # Comparable lengths: each entry of a walks b on from where the previous stopped
+    # (branches mostly predicted).
+    lt = 0
+    le = 0
+    for i in range(n_a):
+        x = a[i]
+        while lt < n_b and b[lt] < x:
+            lt += 1
+        if le < lt:
+            le = lt
+        while le < n_b and b[le] <= x:
+            le += 1
+        total += lt + le
     return total
 
 
