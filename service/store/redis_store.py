@@ -1154,15 +1154,9 @@ class RedisStore:
             mask = b"" if with_id.all() else np.where(with_id, 49, 48).astype(np.uint8).tobytes()
             args = [data, self._token_ttl_ms, gen, base, int(learned.sum()), skipped,
                     kept.tobytes(), mask, version]
-            try:
-                res = self._append_log(keys=keys, args=args)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if _before_sending(exc):
-                    raise self._unavailable("append", exc) from exc
-                deadline = started + self._append_time
-                return _result(self._find_out(name, keys[4], exc, deadline), data)
-            except (redis.RedisError, RedisClusterException) as exc:
-                raise self._unavailable("append", exc) from exc
+            res = self._send_append(self._append_log, keys, args, name, data, started)
+            if isinstance(res, AppendResult):
+                return res
             if res[0] == -6:  # the window moved on since this copy was read
                 if time.monotonic() - started > self._append_time:
                     raise StoreUnavailable(
@@ -1208,16 +1202,9 @@ class RedisStore:
             legacy = name in self._legacy
             args = [data, packed, self._token_ttl_ms, mask, fields, in_fields,
                     msgpack.packb(given) if legacy else b"", distinct]
-            try:
-                res = self._append(keys=keys, args=args)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if _before_sending(exc):
-                    raise self._unavailable("append", exc) from exc
-                deadline = started + self._append_time
-                return _result(self._find_out(name, keys[5], exc, deadline), data)
-            except (redis.RedisError, RedisClusterException) as exc:
-                # the server refused the script (OOM, READONLY, LOADING, ...): it did not run
-                raise self._unavailable("append", exc) from exc
+            res = self._send_append(self._append, keys, args, name, data, started)
+            if isinstance(res, AppendResult):
+                return res
             if res[0] == -8:  # made again, in the log layout
                 self._fields_models.discard(name)
                 return None
@@ -1235,6 +1222,21 @@ class RedisStore:
         if not zset:
             self._legacy.discard(name)
         return _result(b"%d:%d:%d:%s" % (written, start, end, skipped), data)
+
+    def _send_append(self, script: Any, keys: list[str], args: list[Any], name: str,
+                     data: bytes, started: float) -> Any:
+        """The append script's reply, or, if the call was cut off after it went out, the
+        AppendResult of what it did (found out by its token, the last key)."""
+        try:
+            return script(keys=keys, args=args)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if _before_sending(exc):
+                raise self._unavailable("append", exc) from exc
+            deadline = started + self._append_time
+            return _result(self._find_out(name, keys[-1], exc, deadline), data)
+        except (redis.RedisError, RedisClusterException) as exc:
+            # the server refused the script (OOM, READONLY, LOADING, ...): it did not run
+            raise self._unavailable("append", exc) from exc
 
     def _find_out(self, name: str, token_key: str, cause: Exception,
                   deadline: float) -> bytes:
