@@ -27,7 +27,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .encoding import EncodedBatch
-from .hashing import _M32, _mul32, _murmur_inline, _rotl32
+from .hashing import _M32, _fmix32, _mul32, _murmur_inline, _rotl32
 
 __all__ = ["FastRequest", "model_name", "parse_learn", "parse_score"]
 
@@ -317,13 +317,7 @@ def _hash_pair(b, ns, ne, vs, ve, seed):
             p += 4
         if p < ve:
             h ^= _mul32(_rotl32(_mul32(_bytes(b, p, ve - p), _C1), 15), _C2)
-    h ^= np.uint64((ne - ns) + 1 + lv)
-    h ^= h >> np.uint64(16)
-    h = _mul32(h, 0x85EBCA6B)
-    h ^= h >> np.uint64(13)
-    h = _mul32(h, 0xC2B2AE35)
-    h ^= h >> np.uint64(16)
-    return h
+    return _fmix32(h, (ne - ns) + 1 + lv)
 
 
 @njit(cache=True, nogil=True, inline="always")

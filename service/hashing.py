@@ -30,6 +30,19 @@ def _rotl32(x, r):
     return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
 
 
+# A plain call (scalars only): LLVM inlines it, numba's own inlining cost compile time.
+@njit(cache=True, nogil=True)
+def _fmix32(h, length):
+    """MurmurHash3's finalisation of the state ``h`` of ``length`` bytes."""
+    h ^= np.uint64(length)
+    h ^= h >> np.uint64(16)
+    h = _mul32(h, 0x85EBCA6B)
+    h ^= h >> np.uint64(13)
+    h = _mul32(h, 0xC2B2AE35)
+    h ^= h >> np.uint64(16)
+    return h
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _murmur(data, start, length, seed):
     c1 = np.uint64(0xCC9E2D51)
@@ -54,13 +67,7 @@ def _murmur(data, start, length, seed):
     if rem >= 1:
         k ^= np.uint64(data[_u(tail)])
         h ^= _mul32(_rotl32(_mul32(k, c1), 15), c2)
-    h ^= np.uint64(length)
-    h ^= h >> np.uint64(16)
-    h = _mul32(h, 0x85EBCA6B)
-    h ^= h >> np.uint64(13)
-    h = _mul32(h, 0xC2B2AE35)
-    h ^= h >> np.uint64(16)
-    return h
+    return _fmix32(h, length)
 
 
 # The same function for callers that want it inlined (the JSON scan's hot loop).
