@@ -156,9 +156,6 @@ class IdWindow:
         self._pos = np.full(1024, _EMPTY, np.int64)
         self._taken = 0
 
-    def __len__(self) -> int:
-        return self._taken
-
     def reset(self, gen: bytes) -> None:
         """Forget everything: a new generation (or a window read from its start)."""
         self.__init__()  # type: ignore[misc]
