@@ -59,6 +59,8 @@ class Server:
             except httpx.HTTPError as exc:
                 last = repr(exc)
             time.sleep(0.1)
+        self.proc.kill()  # not left running after the test (a run once found one 40 min on)
+        self.proc.wait(timeout=10)
         raise AssertionError(f"server did not become ready (last /readyz: {last}):\n"
                              + self.log.read_text()[-3000:])
 
