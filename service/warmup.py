@@ -33,7 +33,8 @@ from . import fastjson
 from .encoding import FeatureEncoder
 from .feature_index import FeatureIndex
 from .ingest import is_one_array
-from .store.id_digests import digest_args, id_digests
+from .store.digest_table import DigestTable
+from .store.id_digests import digest_args, id_digests, id_digests_128
 from .store.id_window import IdWindow
 
 __all__ = ["warm_up"]
@@ -111,6 +112,9 @@ def _warm_extras() -> None:
     window.record(digests, np.array([1, 2]))
     window.forget(1, [(0, 1)])
     window.record(id_digests(["g"] * 600), np.arange(3, 603))  # a rebuild
+    table = DigestTable()  # the embedded store's impression index
+    table.put(id_digests_128([f"i{k}" for k in range(20)]), np.arange(20))  # (grows once)
+    table.get(id_digests_128(["i1"]))
 
 
 _DONE = threading.Event()

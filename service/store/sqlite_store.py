@@ -14,17 +14,18 @@ one fsync for many requests under concurrency, each append still all or nothing.
 
 Tables: ``models`` (a fresh integer id per creation, the config, the log end),
 ``log`` (one row per entry), ``event_ids`` (id -> position: the dedup window),
-``checkpoints``, ``impressions`` (one row per kept item, indexed by (model, status,
-shown_at, id) for due scans and by (model, expires_at, status) for expiry) and
-``impression_counts`` (rows of ``impressions`` per model and status, kept in step by every
-write, so that the cap of a keep and the counts need no scan), ``leases`` (per model *name*
+``checkpoints``, ``slates`` and ``slate_claims`` (kept impressions: one row per kept
+/score request, and the items whose status moved; see service/store/sqlite_impressions.py,
+which also keeps each process's in-memory id index), ``impression_counts`` (kept items per
+model and status, kept in step by every write, so that the cap of a keep and the counts
+need no scan), ``leases`` (per model *name*
 the last fencing token granted and the current holder and expiry: the row outlives the
 model, whose deletion only frees the lease, so that a re-created model's tokens go on
 growing) and ``replicas`` (the registry: replica id -> expiry). Lease and registry times
 are ``time.time()`` of the writing process, read inside the write transaction, so that a
 wait for the write turn never makes them stale. An impression is expired
 at ``now`` when ``expires_at <= now``: reads leave it out, and keeps and claims delete at
-most ``_EXPIRE_SLICE`` expired rows per call. Connections are pooled, one per
+most ``_EXPIRE_SLICE`` expired slates per call. Connections are pooled, one per
 concurrently running call. Writers take turns through a thread lock and an ``flock`` on
 ``<file>.lock`` before BEGIN IMMEDIATE (see :meth:`SqliteStore._writer`).
 """
@@ -38,12 +39,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
+from aucstream.service.store import sqlite_impressions as impressions
 from aucstream.service.store.base import (
     IMPRESSION_STATUSES,
     AppendResult,
@@ -66,11 +67,10 @@ from aucstream.service.store.base import (
 __all__ = ["SqliteStore"]
 
 FILENAME = "aucstream.sqlite3"
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2  # 2: impressions in slates (version 1's per-item rows migrate)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup, well under SQLite's variable limit
 _TRIM_SLICE = 5_000  # event positions whose ids one trim transaction drops
-_EXPIRE_SLICE = 2_000  # expired impressions a keep or claim deletes, at most
-_KEEP_ROWS = 400  # impressions per INSERT statement (3 + 2 per row variables, under 999)
+_EXPIRE_SLICE = 200  # expired slates (kept requests) a keep or claim deletes, at most
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS models (
@@ -108,18 +108,8 @@ _SCHEMA = (
         blob BLOB NOT NULL,
         created_at REAL NOT NULL
     )""",
-    # impressions (added after version 1's first release: created on opening an older file)
-    """CREATE TABLE IF NOT EXISTS impressions (
-        model INTEGER NOT NULL,
-        id TEXT NOT NULL,
-        payload BLOB NOT NULL,
-        shown_at REAL NOT NULL,
-        expires_at REAL NOT NULL,
-        status TEXT NOT NULL,
-        PRIMARY KEY (model, id)
-    )""",
-    "CREATE INDEX IF NOT EXISTS impressions_due ON impressions (model, status, shown_at, id)",
-    "CREATE INDEX IF NOT EXISTS impressions_expiry ON impressions (model, expires_at, status)",
+    # impressions: the slate tables (service/store/sqlite_impressions.py) and the counts
+    *impressions.SCHEMA,
     """CREATE TABLE IF NOT EXISTS impression_counts (
         model INTEGER NOT NULL,
         status TEXT NOT NULL,
@@ -172,6 +162,7 @@ class SqliteStore:
         self._pid = os.getpid()
         self._closed = False
         self._json_each = False  # set on opening: whether ids can go in one statement
+        self._indexes: dict[int, impressions.IdIndex] = {}  # model id -> kept ids
         with self._guard("open"):
             self._path.parent.mkdir(parents=True, exist_ok=True)
             with self._tx() as c:
@@ -183,6 +174,7 @@ class SqliteStore:
                     )
                 for stmt in _SCHEMA:
                     c.execute(stmt)
+                impressions.migrate_rows(c)
                 c.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
                 self._json_each = _has_json_each(c)
 
@@ -348,9 +340,9 @@ class SqliteStore:
         check_name(name)
         with self._guard("delete_model"), self._tx() as c:
             mid, _ = self._model(c, name)
-            for table in ("log", "event_ids", "checkpoints", "pins", "impressions",
-                          "impression_counts"):
+            for table in ("log", "event_ids", "checkpoints", "pins", "impression_counts"):
                 c.execute(f"DELETE FROM {table} WHERE model = ?", (mid,))
+            impressions.drop_model(c, mid)
             c.execute("DELETE FROM models WHERE id = ?", (mid,))
             # the lease goes, its last token stays (the row is keyed by the name)
             c.execute("UPDATE leases SET holder = NULL, expires_at = NULL WHERE name = ?",
@@ -713,44 +705,10 @@ class SqliteStore:
         # one transaction: concurrent /score requests share its commit (the fsync)
         with self._guard("keep_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
-            return [self._keep(c, mid, first, shown, expires, cap)
-                    for first, shown, expires in checked]
-
-    def _keep(self, c: sqlite3.Connection, mid: int, first: dict[str, bytes], shown: float,
-              expires: float, cap: int) -> int:
-        """One request's keep, inside the caller's transaction; how many were kept."""
-        held = self._held(c, mid, shown, self._drop_expired(c, mid, shown))
-        if held >= cap or not first:
-            return 0
-        old = {i: (exp, status) for i, exp, status in self._select_in(
-            c, "SELECT id, expires_at, status FROM impressions WHERE model = ? AND id IN ({})",
-            (mid,), list(first))}
-        take: list[tuple[str, bytes]] = []
-        counts: Counter[str] = Counter()
-        for item_id, payload in first.items():
-            if held >= cap:
-                break
-            if item_id in old:
-                exp, status = old[item_id]
-                if exp > shown:
-                    continue  # kept already, and not expired: left as it is
-                counts[status] -= 1  # expired, not deleted yet: replaced
-            take.append((item_id, payload))
-            held += 1
-        for i in range(0, len(take), _KEEP_ROWS):
-            chunk = take[i : i + _KEEP_ROWS]
-            c.execute(
-                "INSERT INTO impressions (model, id, payload, shown_at, expires_at, status) "
-                "SELECT ?, column1, column2, ?, ?, 'pending' FROM (VALUES "
-                + ", ".join(["(?, ?)"] * len(chunk)) + ") WHERE true "
-                "ON CONFLICT (model, id) DO UPDATE SET payload = excluded.payload, "
-                "shown_at = excluded.shown_at, expires_at = excluded.expires_at, "
-                "status = excluded.status",
-                (mid, shown, expires, *(x for pair in chunk for x in pair)),
-            )
-        counts["pending"] += len(take)
-        self._count(c, mid, counts)
-        return len(take)
+            index = self._index(mid)
+            with index.lock:
+                index.catch_up(c, mid)
+                return impressions.keep_groups(c, index, mid, checked, cap, _EXPIRE_SLICE)
 
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
         check_name(name)
@@ -758,12 +716,10 @@ class SqliteStore:
         t = _check_time(now, "now")
         with self._guard("get_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
-            # (by the primary key: with the expiry test in SQL, SQLite took its index)
-            rows = self._select_in(
-                c, "SELECT id, payload, shown_at, expires_at, status FROM impressions "
-                "WHERE model = ? AND id IN ({})", (mid,), wanted)
-        found = {r[0]: _impression(r) for r in rows if r[3] > t}
-        return {i: found[i] for i in wanted if i in found}
+            index = self._index(mid)
+            with index.lock:
+                index.catch_up(c, mid)
+                return impressions.find(c, index, mid, wanted, t)
 
     def claim_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
                           to_status: str, now: float) -> list[str]:
@@ -774,24 +730,13 @@ class SqliteStore:
         t = _check_time(now, "now")
         with self._guard("claim_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
-            self._drop_expired(c, mid, t)
+            impressions.expire(c, mid, t, _EXPIRE_SLICE)
             if not sources or not wanted:
                 return []
-            found = {i: status for i, exp, status in self._select_in(
-                c, "SELECT id, expires_at, status FROM impressions WHERE model = ? AND id IN ({})",
-                (mid,), wanted) if exp > t and status in sources}
-            moved = [i for i in wanted if i in found]
-            changed = [i for i in moved if found[i] != to]
-            for i in range(0, len(changed), _IN_CHUNK):
-                chunk = changed[i : i + _IN_CHUNK]
-                c.execute(f"UPDATE impressions SET status = ? WHERE model = ? AND id IN "
-                          f"({', '.join('?' * len(chunk))})", (to, mid, *chunk))
-            counts: Counter[str] = Counter()
-            for i in changed:
-                counts[found[i]] -= 1
-                counts[to] += 1
-            self._count(c, mid, counts)
-        return moved
+            index = self._index(mid)
+            with index.lock:
+                index.catch_up(c, mid)
+                return impressions.move(c, index, mid, wanted, set(sources), to, t)
 
     def due_impressions(self, name: str, statuses: Sequence[str], shown_before: float,
                         now: float, limit: int) -> list[tuple[str, Impression]]:
@@ -800,76 +745,24 @@ class SqliteStore:
         before = _check_time(shown_before, "shown_before")
         t = _check_time(now, "now")
         n = check_position(limit, "limit")
-        found: list[tuple[str, Impression]] = []
         with self._guard("due_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
-            for status in wanted:  # one index range per status, merged below
-                rows = c.execute(
-                    "SELECT id, payload, shown_at, expires_at, status "
-                    "FROM impressions INDEXED BY impressions_due "
-                    "WHERE model = ? AND status = ? AND shown_at <= ? AND expires_at > ? "
-                    "ORDER BY shown_at, id LIMIT ?", (mid, status, before, t, n)).fetchall()
-                found.extend((r[0], _impression(r)) for r in rows)
-        found.sort(key=lambda x: (x[1].shown_at, x[0]))
-        return found[:n]
+            return impressions.due(c, mid, wanted, before, t, n)
 
     def count_impressions(self, name: str, now: float) -> dict[str, int]:
         check_name(name)
         t = _check_time(now, "now")
-        out = dict.fromkeys(IMPRESSION_STATUSES, 0)
         with self._guard("count_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
-            for status, n in c.execute(
-                    "SELECT status, n FROM impression_counts WHERE model = ?", (mid,)):
-                out[status] += n
-            # expired rows not deleted yet (few, unless no keep or claim ran for a while)
-            for status, n in c.execute(
-                    "SELECT status, COUNT(*) FROM impressions WHERE model = ? AND expires_at <= ? "
-                    "GROUP BY status", (mid, t)):
-                out[status] -= n
-        return out
+            return impressions.count(c, mid, t, IMPRESSION_STATUSES)
 
-    @staticmethod
-    def _select_in(c: sqlite3.Connection, sql: str, params: tuple[Any, ...],
-                   ids: list[str]) -> list[Any]:
-        """The rows of ``sql`` (its ``IN ({})`` filled with ``ids``), in chunks."""
-        rows: list[Any] = []
-        for i in range(0, len(ids), _IN_CHUNK):
-            chunk = ids[i : i + _IN_CHUNK]
-            rows.extend(c.execute(sql.format(", ".join("?" * len(chunk))), (*params, *chunk)))
-        return rows
-
-    def _drop_expired(self, c: sqlite3.Connection, mid: int, now: float) -> int:
-        """Delete at most _EXPIRE_SLICE impressions expired at ``now``; how many went."""
-        rows = c.execute(
-            "SELECT rowid, status FROM impressions WHERE model = ? AND expires_at <= ? "
-            "ORDER BY expires_at LIMIT ?", (mid, now, _EXPIRE_SLICE)).fetchall()
-        for i in range(0, len(rows), _IN_CHUNK):
-            chunk = [r[0] for r in rows[i : i + _IN_CHUNK]]
-            c.execute(f"DELETE FROM impressions WHERE rowid IN ({', '.join('?' * len(chunk))})",
-                      chunk)
-        self._count(c, mid, Counter({s: -k for s, k in Counter(r[1] for r in rows).items()}))
-        return len(rows)
-
-    @staticmethod
-    def _held(c: sqlite3.Connection, mid: int, now: float, dropped: int) -> int:
-        """Unexpired impressions of the model, right after _drop_expired dropped ``dropped``."""
-        (held,) = c.execute("SELECT COALESCE(SUM(n), 0) FROM impression_counts WHERE model = ?",
-                            (mid,)).fetchone()
-        if dropped >= _EXPIRE_SLICE:  # maybe more expired rows left
-            (left,) = c.execute("SELECT COUNT(*) FROM impressions WHERE model = ? "
-                                "AND expires_at <= ?", (mid, now)).fetchone()
-            held -= left
-        return int(held)
-
-    @staticmethod
-    def _count(c: sqlite3.Connection, mid: int, deltas: Counter[str]) -> None:
-        """Add ``deltas`` to the model's impression counts by status."""
-        for status, d in deltas.items():
-            if d:
-                c.execute("INSERT INTO impression_counts (model, status, n) VALUES (?, ?, ?) "
-                          "ON CONFLICT (model, status) DO UPDATE SET n = n + excluded.n",
-                          (mid, status, d))
+    def _index(self, mid: int) -> impressions.IdIndex:
+        """This store object's id index of a model's kept impressions."""
+        with self._lock:
+            index = self._indexes.get(mid)
+            if index is None:
+                index = self._indexes[mid] = impressions.IdIndex()
+            return index
 
     def close(self) -> None:
         with self._lock:
@@ -899,12 +792,6 @@ class _AppendJob:
 
 def _not_found(name: str) -> NoReturn:
     raise ModelNotFound(f"Model {name!r} not found")
-
-
-def _impression(row: tuple[Any, ...]) -> Impression:
-    """An Impression from a row (id, payload, shown_at, expires_at, status)."""
-    return Impression(payload=bytes(row[1]), shown_at=float(row[2]),
-                      expires_at=float(row[3]), status=str(row[4]))
 
 
 def _check_ids(ids: Sequence[str]) -> list[str]:

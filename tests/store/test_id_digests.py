@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aucstream.service.store.id_digests import digest_args, id_digests
+from aucstream.service.store.id_digests import digest_args, id_digests, id_digests_128
 
 
 def reference(ids: list[str], fields: int) -> tuple[bytes, bytes]:
@@ -53,3 +53,14 @@ def test_id_digests_equal_hashlib(ids: list[str]) -> None:
                     for i in ids)
     assert id_digests(ids).tobytes() == want
     assert id_digests([*ids, "a\0b", ""]).tobytes()[:len(want)] == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=300), max_size=40))
+def test_16_byte_digests_equal_hashlib(ids: list[str]) -> None:
+    """The embedded store's impression index keys: BLAKE2b-128, not a longer BLAKE2b-64."""
+    want = b"".join(hashlib.blake2b(i.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+                    for i in ids)
+    assert id_digests_128(ids).tobytes() == want
+    assert id_digests_128(ids).shape == (len(ids), 2)
+    assert id_digests_128([*ids, "a\0b"]).tobytes()[:len(want)] == want

@@ -1,0 +1,203 @@
+"""The embedded store's slate layout of impressions (service/store/sqlite_impressions.py):
+against a plain reference of the Store contract, through two store objects on one file
+(two processes' id indexes) with index rebuilds forced; the digest table against a dict;
+and a file of schema version 1 (one row per impression) migrated on opening."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aucstream.service.store import SqliteStore
+from aucstream.service.store import sqlite_impressions as impressions
+from aucstream.service.store.base import IMPRESSION_STATUSES, Impression
+from aucstream.service.store.digest_table import DigestTable
+
+CONFIG = {"learner": "cbr_fifo"}
+IDS = [f"i{k}" for k in range(5)] + ["", "é", "a\0b"]
+
+
+class Reference:
+    """The Store contract's impressions in a few lines (all expired items dropped)."""
+
+    def __init__(self) -> None:
+        self.imps: dict[str, list[Any]] = {}  # id -> [payload, shown, expires, status]
+
+    def live(self, now: float) -> dict[str, list[Any]]:
+        return {i: v for i, v in self.imps.items() if v[2] > now}
+
+    def keep(self, items: list[tuple[str, bytes]], shown: float, expires: float,
+             cap: int) -> int:
+        held = len(self.live(shown))
+        kept = 0
+        first: dict[str, bytes] = {}
+        for item_id, payload in items:
+            first.setdefault(item_id, payload)
+        for item_id, payload in first.items():
+            if held >= cap:
+                break
+            if item_id in self.imps and self.imps[item_id][2] > shown:
+                continue
+            self.imps[item_id] = [payload, shown, expires, "pending"]
+            held += 1
+            kept += 1
+        return kept
+
+    def get(self, ids: list[str], now: float) -> dict[str, Impression]:
+        live = self.live(now)
+        return {i: Impression(*live[i]) for i in dict.fromkeys(ids) if i in live}
+
+    def claim(self, ids: list[str], sources: list[str], to: str, now: float) -> list[str]:
+        live = self.live(now)
+        moved = [i for i in dict.fromkeys(ids) if i in live and live[i][3] in sources]
+        for i in moved:
+            self.imps[i][3] = to
+        return moved
+
+    def due(self, statuses: list[str], before: float, now: float,
+            limit: int) -> list[tuple[str, Impression]]:
+        found = sorted((v[1], i) for i, v in self.live(now).items()
+                       if v[3] in statuses and v[1] <= before)
+        return [(i, Impression(*self.imps[i])) for _, i in found[:limit]]
+
+    def count(self, now: float) -> dict[str, int]:
+        out = dict.fromkeys(IMPRESSION_STATUSES, 0)
+        for v in self.live(now).values():
+            out[v[3]] += 1
+        return out
+
+
+_ids = st.lists(st.sampled_from(IDS), max_size=6)
+_statuses = st.lists(st.sampled_from(IMPRESSION_STATUSES), max_size=3)
+_op = st.one_of(
+    st.tuples(st.just("keep"), st.lists(st.tuples(st.lists(st.tuples(st.sampled_from(IDS),
+        st.binary(max_size=5)), max_size=6), st.integers(0, 3), st.integers(1, 8)),
+        min_size=1, max_size=4), st.integers(0, 14)),
+    st.tuples(st.just("get"), _ids),
+    st.tuples(st.just("claim"), _ids, _statuses, st.sampled_from(IMPRESSION_STATUSES)),
+    st.tuples(st.just("due"), _statuses, st.integers(0, 5), st.integers(0, 20)),
+    st.tuples(st.just("count")),
+)
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(_op, st.integers(0, 1), st.integers(0, 3)), max_size=25))
+def test_two_stores_on_one_file_match_the_reference(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        ops: list[tuple[Any, int, int]]) -> None:
+    monkeypatch.setattr(impressions, "_REBUILD_MIN", 3)  # rebuild indexes often
+    monkeypatch.setattr("aucstream.service.store.sqlite_store._EXPIRE_SLICE", 2)
+    path = tmp_path_factory.mktemp("slates") / "s.db"
+    stores = [SqliteStore(path), SqliteStore(path)]
+    try:
+        stores[0].create_model("m", CONFIG)
+        ref = Reference()
+        now = 1000.0
+        for op, who, step in ops:
+            now += step
+            s = stores[who]
+            if op[0] == "keep":  # requests shown a little apart, in order, kept at once
+                _, groups, cap = op
+                shown = [now + d for d in np.cumsum([g[1] for g in groups])]
+                got = s.keep_impression_groups(
+                    "m", [(g[0], t, t + g[2]) for g, t in zip(groups, shown, strict=True)], cap)
+                assert got == [ref.keep(g[0], t, t + g[2], cap)
+                               for g, t in zip(groups, shown, strict=True)]
+                now = shown[-1]
+            elif op[0] == "get":
+                assert s.get_impressions("m", op[1], now) == ref.get(op[1], now)
+            elif op[0] == "claim":
+                assert (s.claim_impressions("m", op[1], op[2], op[3], now)
+                        == ref.claim(op[1], op[2], op[3], now))
+            elif op[0] == "due":
+                _, statuses, back, limit = op
+                assert (s.due_impressions("m", statuses, now - back, now, limit)
+                        == ref.due(statuses, now - back, now, limit))
+            assert s.count_impressions("m", now) == ref.count(now)
+    finally:
+        for s in stores:
+            s.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3), st.integers(0, 2**40)),
+                max_size=300))
+def test_digest_table_matches_a_dict(puts: list[tuple[int, int, int]]) -> None:
+    table, ref = DigestTable(), {}
+    for a in range(0, len(puts), 7):  # batches, with repeats inside some
+        chunk = puts[a:a + 7]
+        digs = np.array([(k, k2) for k, k2, _ in chunk], np.uint64).reshape(-1, 2)
+        table.put(digs, np.array([v for *_, v in chunk], np.int64))
+        for k, k2, v in chunk:
+            ref[(k, k2)] = v
+        assert len(table) == len(ref)
+    probe = [(k, k2) for k in range(42) for k2 in range(4)]
+    got = table.get(np.array(probe, np.uint64)).tolist()
+    assert got == [ref.get(p, -1) for p in probe]
+    with pytest.raises(ValueError, match="one int >= 0"):
+        table.put(np.zeros((1, 2), np.uint64), np.array([-1]))
+
+
+def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
+    """Per-item rows of the first layout become slates, statuses and counts kept."""
+    path = tmp_path / "s.db"
+    SqliteStore(path).create_model("m", CONFIG)
+    c = sqlite3.connect(path, isolation_level=None)
+    (mid,) = c.execute("SELECT id FROM models WHERE name = 'm'").fetchone()
+    c.execute("CREATE TABLE impressions (model INTEGER NOT NULL, id TEXT NOT NULL, "
+              "payload BLOB NOT NULL, shown_at REAL NOT NULL, expires_at REAL NOT NULL, "
+              "status TEXT NOT NULL, PRIMARY KEY (model, id))")
+    c.execute("CREATE INDEX impressions_due ON impressions (model, status, shown_at, id)")
+    rows = [("a", b"pa", 10.0, 100.0, "pending"), ("b", b"", 11.0, 100.0, "labelled"),
+            ("c", b"pc", 12.0, 20.0, "timing_out"), ("d", b"pd", 9.0, 15.0, "pending")]
+    c.executemany("INSERT INTO impressions VALUES (?, ?, ?, ?, ?, ?)",
+                  [(mid, *r) for r in rows])
+    for status in ("pending", "labelled", "timing_out"):
+        c.execute("INSERT INTO impression_counts VALUES (?, ?, ?)",
+                  (mid, status, sum(r[4] == status for r in rows)))
+    c.execute("PRAGMA user_version = 1")
+    c.close()
+    s = SqliteStore(path)
+    try:
+        assert s.get_impressions("m", ["a", "b", "c", "d", "x"], 14) == {
+            r[0]: Impression(*r[1:]) for r in rows}
+        assert s.count_impressions("m", 16) == {
+            "pending": 1, "labelled": 1, "timing_out": 1, "timed_out": 0}
+        assert [i for i, _ in s.due_impressions("m", ["pending", "timing_out"], 50, 16, 9)] == [
+            "a", "c"]
+        assert s.claim_impressions("m", ["c", "a"], ["timing_out"], "timed_out", 16) == ["c"]
+        assert s.keep_impressions("m", [("d", b"new"), ("a", b"no")], 30, 90, 10) == 1
+        assert s.count_impressions("m", 30) == {
+            "pending": 2, "labelled": 1, "timing_out": 0, "timed_out": 0}
+    finally:
+        s.close()
+    c = sqlite3.connect(path)
+    assert c.execute("PRAGMA user_version").fetchone() == (2,)
+    assert c.execute("SELECT 1 FROM sqlite_master WHERE name LIKE 'impressions%'").fetchall() == []
+    c.close()
+
+
+def test_a_slate_all_claimed_is_due_again_when_an_item_goes_back_to_pending(
+        tmp_path: Path) -> None:
+    """The sweep's index holds slates with pending or timing-out items only: it must take
+    a slate back when a claim reopens one of its items."""
+    s = SqliteStore(tmp_path / "s.db")
+    try:
+        s.create_model("m", CONFIG)
+        s.keep_impressions("m", [("a", b"1"), ("b", b"2")], 10, 100, 9)
+        assert s.claim_impressions("m", ["a", "b"], ["pending"], "timing_out", 11) == ["a", "b"]
+        assert s.claim_impressions("m", ["a", "b"], ["timing_out"], "timed_out", 11) == ["a", "b"]
+        assert s.due_impressions("m", ["pending", "timing_out"], 50, 12, 9) == []
+        assert s.claim_impressions("m", ["b"], ["timed_out"], "pending", 12) == ["b"]
+        assert [i for i, _ in s.due_impressions("m", ["pending"], 50, 12, 9)] == ["b"]
+        assert s.claim_impressions("m", ["b"], ["pending"], "timing_out", 13) == ["b"]
+        assert [i for i, _ in s.due_impressions("m", ["timing_out"], 50, 13, 9)] == ["b"]
+    finally:
+        s.close()
