@@ -689,60 +689,67 @@ local function drop_expired(now, budget)
 end
 """
 
-# ARGV: shown_at, expires_at, max_pending, msgpack [id, payload, id, payload, ...], slice.
-# Returns -1 if no model, else how many were newly kept.
+# ARGV: max_pending, slice, then per request kept: shown_at, expires_at, msgpack [id,
+# payload, id, payload, ...]. Each request is kept as a call of its own would keep it after
+# the ones before (one call for the requests that came together: one round trip, and with
+# appendfsync always one fsync). Returns -1 if no model, else how many each newly kept.
 _KEEP_IMP = "#!lua" + _IMP_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local now = tonumber(ARGV[1])
-drop_expired(ARGV[1], tonumber(ARGV[5]))
-local held = 0
-for s = 1, N do held = held + redis.call('ZCOUNT', KEYS[2 + N + s], '(' .. ARGV[1], '+inf') end
-local cap = tonumber(ARGV[3])
-local expires = tonumber(ARGV[2])
-local items = cmsgpack.unpack(ARGV[4])
-local kept = 0
-local seen = {}
--- in slices of 500 items: one HMGET, one HSET and two ZADDs each (not four calls an item)
-for c = 1, #items, 1000 do
-  if held >= cap then break end
-  local ids = {}
-  for i = c, math.min(c + 999, #items), 2 do ids[#ids + 1] = items[i] end
-  local olds = redis.call('HMGET', KEYS[2], unpack(ids))
-  local fields, shown, exp = {}, {}, {}
-  for k = 1, #ids do
+local cap = tonumber(ARGV[1])
+local function keep(shown_s, expires_s, packed)
+  local now = tonumber(shown_s)
+  drop_expired(shown_s, tonumber(ARGV[2]))
+  local held = 0
+  for s = 1, N do held = held + redis.call('ZCOUNT', KEYS[2 + N + s], '(' .. shown_s, '+inf') end
+  local expires = tonumber(expires_s)
+  local items = cmsgpack.unpack(packed)
+  local kept = 0
+  local seen = {}
+  -- in slices of 500 items: one HMGET, one HSET and two ZADDs each (not four calls an item)
+  for c = 1, #items, 1000 do
     if held >= cap then break end
-    local id = ids[k]
-    local fresh = not seen[id]  -- a repeat within the request: the first counts
-    local old = olds[k]
-    if fresh and old then
-      local r = cmsgpack.unpack(old)
-      if r[3] > now then
-        fresh = false  -- the first showing counts
-      else  -- expired, not dropped yet: replaced
-        local s = STATUS[r[4]]
-        redis.call('ZREM', KEYS[2 + s], id)
-        redis.call('ZREM', KEYS[2 + N + s], id)
+    local ids = {}
+    for i = c, math.min(c + 999, #items), 2 do ids[#ids + 1] = items[i] end
+    local olds = redis.call('HMGET', KEYS[2], unpack(ids))
+    local fields, shown, exp = {}, {}, {}
+    for k = 1, #ids do
+      if held >= cap then break end
+      local id = ids[k]
+      local fresh = not seen[id]  -- a repeat within the request: the first counts
+      local old = olds[k]
+      if fresh and old then
+        local r = cmsgpack.unpack(old)
+        if r[3] > now then
+          fresh = false  -- the first showing counts
+        else  -- expired, not dropped yet: replaced
+          local s = STATUS[r[4]]
+          redis.call('ZREM', KEYS[2 + s], id)
+          redis.call('ZREM', KEYS[2 + N + s], id)
+        end
+      end
+      if fresh then
+        seen[id] = true
+        fields[#fields + 1] = id
+        fields[#fields + 1] = cmsgpack.pack({items[c + 2 * k - 1], now, expires, NAMES[1]})
+        shown[#shown + 1] = shown_s
+        shown[#shown + 1] = id
+        exp[#exp + 1] = expires_s
+        exp[#exp + 1] = id
+        held = held + 1
+        kept = kept + 1
       end
     end
-    if fresh then
-      seen[id] = true
-      fields[#fields + 1] = id
-      fields[#fields + 1] = cmsgpack.pack({items[c + 2 * k - 1], now, expires, NAMES[1]})
-      shown[#shown + 1] = ARGV[1]
-      shown[#shown + 1] = id
-      exp[#exp + 1] = ARGV[2]
-      exp[#exp + 1] = id
-      held = held + 1
-      kept = kept + 1
+    if #fields > 0 then
+      redis.call('HSET', KEYS[2], unpack(fields))
+      redis.call('ZADD', KEYS[3], unpack(shown))
+      redis.call('ZADD', KEYS[3 + N], unpack(exp))
     end
   end
-  if #fields > 0 then
-    redis.call('HSET', KEYS[2], unpack(fields))
-    redis.call('ZADD', KEYS[3], unpack(shown))
-    redis.call('ZADD', KEYS[3 + N], unpack(exp))
-  end
+  return kept
 end
-return kept
+local out = {}
+for g = 3, #ARGV, 3 do out[#out + 1] = keep(ARGV[g], ARGV[g + 1], ARGV[g + 2]) end
+return out
 """
 
 # ARGV: now, slice, to status (index), from statuses ("1,3"), msgpack [id, ...] (distinct).
@@ -1428,37 +1435,28 @@ class RedisStore:
 
     def keep_impressions(self, name: str, items: Sequence[tuple[str, bytes]], shown_at: float,
                          expires_at: float, max_pending: int) -> int:
-        keys = self._keys(name, "config", *_IMP_KEYS)
-        pairs = _check_items(items)
-        shown = _check_time(shown_at, "shown_at")
-        expires = _check_time(expires_at, "expires_at")
-        if expires <= shown:
-            raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
-        cap = check_position(max_pending, "max_pending")
-        flat = [x for pair in pairs for x in pair]
-        packed = msgpack.packb(flat, use_bin_type=False)
-        with self._guard("keep_impressions"):
-            kept = self._keep_imp(keys=keys, args=[repr(shown), repr(expires), cap, packed,
-                                                   _EXPIRE_SLICE])
-        if kept == -1:
-            self._not_found(name)
-        return int(kept)
+        return self.keep_impression_groups(name, [(items, shown_at, expires_at)],
+                                           max_pending)[0]
 
     def keep_impression_groups(
         self, name: str, groups: Sequence[tuple[Sequence[tuple[str, bytes]], float, float]],
         max_pending: int,
     ) -> list[int]:
-        # one script call a group: the scripts run in redis-server, not under our lock,
-        # so there is no commit to share
-        for items, shown_at, expires_at in groups:
-            _check_items(items)
+        keys = self._keys(name, "config", *_IMP_KEYS)
+        args: list[Any] = [check_position(max_pending, "max_pending"), _EXPIRE_SLICE]
+        for items, shown_at, expires_at in groups:  # all checked before anything is sent
+            pairs = _check_items(items)
             shown = _check_time(shown_at, "shown_at")
             expires = _check_time(expires_at, "expires_at")
             if expires <= shown:
                 raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
-        check_position(max_pending, "max_pending")
-        return [self.keep_impressions(name, items, shown_at, expires_at, max_pending)
-                for items, shown_at, expires_at in groups]
+            flat = [x for pair in pairs for x in pair]
+            args += [repr(shown), repr(expires), msgpack.packb(flat, use_bin_type=False)]
+        with self._guard("keep_impressions"):
+            kept = self._keep_imp(keys=keys, args=args)
+        if kept == -1:
+            self._not_found(name)
+        return [int(k) for k in kept]
 
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
         keys = self._keys(name, "config", "imp")
