@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     text = "\n".join([
         f"{when}; `python -m loadtest.bench_feedback {' '.join(argv)}`; {store} store; "
-        f"{args.learner}, hashed 2^20 with feedback; {cpu_model()}; commit {code_version()}. "
+        f"{args.learner}, hashed 2^20 with feedback; {cpu_model()}; {code_version()}. "
         f"Score: {args.candidates} candidates per request (each with an id: kept). Learn: "
         "batches of 500.", "",
         "| path | requests | clients | rate | p50 / p99 (ms) | notes |",

@@ -162,7 +162,8 @@ class SqliteStore:
         self._pid = os.getpid()
         self._closed = False
         self._json_each = False  # set on opening: whether ids can go in one statement
-        self._indexes: dict[int, impressions.IdIndex] = {}  # model id -> kept ids
+        # model name -> (its id, the id index of its kept impressions)
+        self._indexes: dict[str, tuple[int, impressions.IdIndex]] = {}
         with self._guard("open"):
             self._path.parent.mkdir(parents=True, exist_ok=True)
             with self._tx() as c:
@@ -347,6 +348,8 @@ class SqliteStore:
             # the lease goes, its last token stays (the row is keyed by the name)
             c.execute("UPDATE leases SET holder = NULL, expires_at = NULL WHERE name = ?",
                       (name,))
+        with self._lock:
+            self._indexes.pop(name, None)
 
     def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
         check_name(name)
@@ -705,7 +708,7 @@ class SqliteStore:
         # one transaction: concurrent /score requests share its commit (the fsync)
         with self._guard("keep_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
-            index = self._index(mid)
+            index = self._index(name, mid)
             with index.lock:
                 index.catch_up(c, mid)
                 return impressions.keep_groups(c, index, mid, checked, cap, _EXPIRE_SLICE)
@@ -716,7 +719,7 @@ class SqliteStore:
         t = _check_time(now, "now")
         with self._guard("get_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
-            index = self._index(mid)
+            index = self._index(name, mid)
             with index.lock:
                 index.catch_up(c, mid)
                 return impressions.find(c, index, mid, wanted, t)
@@ -733,7 +736,7 @@ class SqliteStore:
             impressions.expire(c, mid, t, _EXPIRE_SLICE)
             if not sources or not wanted:
                 return []
-            index = self._index(mid)
+            index = self._index(name, mid)
             with index.lock:
                 index.catch_up(c, mid)
                 return impressions.move(c, index, mid, wanted, set(sources), to, t)
@@ -756,13 +759,14 @@ class SqliteStore:
             mid, _ = self._model(c, name)
             return impressions.count(c, mid, t, IMPRESSION_STATUSES)
 
-    def _index(self, mid: int) -> impressions.IdIndex:
-        """This store object's id index of a model's kept impressions."""
+    def _index(self, name: str, mid: int) -> impressions.IdIndex:
+        """This store object's id index of a model's kept impressions (a new one for a
+        model made again under the name: keyed by name, so that the old one goes)."""
         with self._lock:
-            index = self._indexes.get(mid)
-            if index is None:
-                index = self._indexes[mid] = impressions.IdIndex()
-            return index
+            got = self._indexes.get(name)
+            if got is None or got[0] != mid:
+                got = self._indexes[name] = (mid, impressions.IdIndex())
+            return got[1]
 
     def close(self) -> None:
         with self._lock:

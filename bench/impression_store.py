@@ -1,0 +1,124 @@
+"""What keeping impressions costs the store itself, as a model fills up.
+
+The ad-click feed's rows, encoded and packed as /score keeps them (hashed 2^20, 100 per
+request), kept through ``Store.keep_impression_groups`` in groups of ``--group`` requests
+(the group commit of concurrent /score requests) until the model holds ``--prefill``
+impressions; then timed:
+
+- keep: milliseconds per 100-item request over the next ``--group`` × 40 requests;
+- labels: items per second found and claimed by id (``get_impressions`` then
+  ``claim_impressions``, batches of 500 ids drawn at random from everything kept, as
+  clicks arrive for scattered requests), through a second store object on the same
+  backend (another process's view: its own id index, read from the store first).
+
+    python -m bench.impression_store [--redis] [--prefill 200000 1000000] [--group 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from aucstream.service.encoding import FeatureEncoder
+from aucstream.service.feedback import impressions_of
+from aucstream.service.store import SqliteStore, Store
+from aucstream.service.store.redis_store import RedisStore
+from loadtest.bench_service import RedisProcess, code_version, cpu_model
+from loadtest.feed import AdClickFeed
+
+MODEL = "bench-impressions"
+
+
+def _requests(n: int, seed: int = 7) -> list[list[tuple[str, bytes]]]:
+    enc = FeatureEncoder({"kind": "hashed", "bits": 20})
+    feed = AdClickFeed(seed=seed)
+    out = []
+    for a in range(0, n, 10_000):
+        events = feed.events(a, min(n, a + 10_000))
+        for b in range(0, len(events), 100):
+            chunk = events[b:b + 100]
+            batch = enc.encode([{"features": e["features"]} for e in chunk])
+            out.append(impressions_of(batch, [e["id"] for e in chunk], np.zeros(len(chunk)), 1))
+    return out
+
+
+def measure(make: Callable[[], Store], prefill: int, group: int) -> tuple[float, float]:
+    timed = 40 * group
+    reqs = _requests(prefill + timed * 100)
+    store: Store = make()
+    store.create_model(MODEL, {"learner": "solam"})
+    cap = 10 * (prefill + timed * 100)
+    t_report = time.monotonic()
+    for a in range(0, prefill // 100, group):
+        now = time.time()
+        store.keep_impression_groups(
+            MODEL, [(r, now, now + 86_400) for r in reqs[a:min(a + group, prefill // 100)]], cap)
+        if time.monotonic() - t_report > 10:
+            print(f"  prefill {a * 100:,} of {prefill:,}", file=sys.stderr, flush=True)
+            t_report = time.monotonic()
+    rest = reqs[prefill // 100:]
+    t0 = time.perf_counter()
+    for a in range(0, len(rest), group):
+        now = time.time()
+        store.keep_impression_groups(MODEL, [(r, now, now + 86_400) for r in rest[a:a + group]],
+                                     cap)
+    keep_ms = (time.perf_counter() - t0) / len(rest) * 1e3
+    ids = [i for r in reqs for i, _ in r]
+    random.Random(1).shuffle(ids)
+    other = make()
+    other.get_impressions(MODEL, ids[:1], time.time())  # (its index read: not timed)
+    t0 = time.perf_counter()
+    found = 0
+    for a in range(0, 20_000, 500):
+        now = time.time()
+        batch = ids[a:a + 500]
+        found += len(other.get_impressions(MODEL, batch, now))
+        other.claim_impressions(MODEL, batch, ["pending"], "labelled", now)
+    labels = found / (time.perf_counter() - t0)
+    for s in (store, other):
+        s.close()
+    return keep_ms, labels
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.impression_store",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--redis", action="store_true", help="a throw-away redis-server "
+                   "(AOF, appendfsync always) instead of an SQLite file")
+    p.add_argument("--prefill", type=int, nargs="+", default=[200_000, 1_000_000])
+    p.add_argument("--group", type=int, default=16)
+    args = p.parse_args(argv)
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `python -m "
+          f"bench.impression_store {' '.join(argv if argv is not None else sys.argv[1:])}`; "
+          f"{'Redis' if args.redis else 'SQLite'}; {cpu_model()}; {code_version()}\n")
+    print("| kept before | keep ms per 100-item request | labels by id per s |")
+    print("|---|---|---|")
+    for prefill in args.prefill:
+        with tempfile.TemporaryDirectory(prefix="aucstream-bench-imp-") as tmp:
+            redis = None
+            make: Callable[[], Store]
+            if args.redis:
+                redis = RedisProcess(Path(tmp))
+                redis.start()
+                make = partial(RedisStore.from_url, redis.url)
+            else:
+                make = partial(SqliteStore.in_dir, Path(tmp) / "data")
+            try:
+                keep_ms, labels = measure(make, prefill, args.group)
+            finally:
+                if redis is not None:
+                    redis.stop()
+        print(f"| {prefill:,} | {keep_ms:.3f} | {labels:,.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
