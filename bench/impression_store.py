@@ -1,9 +1,9 @@
 """What keeping impressions costs the store itself, as a model fills up.
 
 The ad-click feed's rows, encoded and packed as /score keeps them (hashed 2^20, 100 per
-request), kept through ``Store.keep_impression_groups`` in groups of ``--group`` requests
-(the group commit of concurrent /score requests) until the model holds ``--prefill``
-impressions; then timed:
+request; ids random 128-bit hex, as uuids, unless ``--sequential-ids``), kept through
+``Store.keep_impression_groups`` in groups of ``--group`` requests (the group commit of
+concurrent /score requests) until the model holds ``--prefill`` impressions; then timed:
 
 - keep: milliseconds per 100-item request over the next ``--group`` × 40 requests;
 - labels: items per second found and claimed by id (``get_impressions`` then
@@ -37,22 +37,26 @@ from loadtest.feed import AdClickFeed
 MODEL = "bench-impressions"
 
 
-def _requests(n: int, seed: int = 7) -> list[list[tuple[str, bytes]]]:
+def _requests(n: int, sequential: bool, seed: int = 7) -> list[list[tuple[str, bytes]]]:
     enc = FeatureEncoder({"kind": "hashed", "bits": 20})
     feed = AdClickFeed(seed=seed)
+    rng = random.Random(seed)
     out = []
     for a in range(0, n, 10_000):
         events = feed.events(a, min(n, a + 10_000))
         for b in range(0, len(events), 100):
             chunk = events[b:b + 100]
             batch = enc.encode([{"features": e["features"]} for e in chunk])
-            out.append(impressions_of(batch, [e["id"] for e in chunk], np.zeros(len(chunk)), 1))
+            ids = ([e["id"] for e in chunk] if sequential else  # (uuid4-like otherwise)
+                   [f"{rng.getrandbits(128):032x}" for _ in chunk])
+            out.append(impressions_of(batch, ids, np.zeros(len(chunk)), 1))
     return out
 
 
-def measure(make: Callable[[], Store], prefill: int, group: int) -> tuple[float, float]:
+def measure(make: Callable[[], Store], prefill: int, group: int, sequential: bool
+            ) -> tuple[float, float]:
     timed = 40 * group
-    reqs = _requests(prefill + timed * 100)
+    reqs = _requests(prefill + timed * 100, sequential)
     store: Store = make()
     store.create_model(MODEL, {"learner": "solam"})
     cap = 10 * (prefill + timed * 100)
@@ -95,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                    "(AOF, appendfsync always) instead of an SQLite file")
     p.add_argument("--prefill", type=int, nargs="+", default=[200_000, 1_000_000])
     p.add_argument("--group", type=int, default=16)
+    p.add_argument("--sequential-ids", action="store_true", help="the feed's ids (ad7-0, "
+                   "ad7-1, ...) instead of random 128-bit hex ids, as ad servers' uuids")
     args = p.parse_args(argv)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `python -m "
           f"bench.impression_store {' '.join(argv if argv is not None else sys.argv[1:])}`; "
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 make = partial(SqliteStore.in_dir, Path(tmp) / "data")
             try:
-                keep_ms, labels = measure(make, prefill, args.group)
+                keep_ms, labels = measure(make, prefill, args.group, args.sequential_ids)
             finally:
                 if redis is not None:
                     redis.stop()
