@@ -29,6 +29,23 @@ def _canonical_csr(indptr, indices, values):
     for r in range(n):
         a, b = indptr[r], indptr[r + 1]
         m = b - a
+        ascending = True  # already in order (repeats adjacent): only the sums to do
+        for j in range(a + 1, b):
+            if indices[j] < indices[j - 1]:
+                ascending = False
+                break
+        if ascending:
+            last = -1
+            for j in range(a, b):
+                if indices[j] == last:
+                    out_val[k - 1] += values[j]
+                else:
+                    out_idx[k] = indices[j]
+                    out_val[k] = values[j]
+                    k += 1
+                    last = indices[j]
+            out_ptr[r + 1] = k
+            continue
         short = m <= _SHORT_ROW
         if short:
             for j in range(m):

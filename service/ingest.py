@@ -224,7 +224,7 @@ class StreamIngester:
         parsed = parse_fast(body, self.host, settings)
         if parsed is None or parsed.model is not self.model or parsed.starts is None:
             return None
-        if firsts and not np.isin(np.array(firsts, np.int64), parsed.starts).all():
+        if firsts and not _all_in(np.array(firsts, np.int64), parsed.starts):
             return None
         return body, parsed
 
@@ -314,6 +314,15 @@ class StreamIngester:
         body = b'{"events":' + raw + self._suffix
         out, _ = learn_body(body, self.host, self.settings)
         return out.accepted
+
+
+def _all_in(wanted: np.ndarray, ascending: np.ndarray) -> bool:
+    """Whether every value of ``wanted`` is in the ascending array (a binary search each:
+    np.isin sorted both, ~2 % of a stream read's time)."""
+    if ascending.size == 0:
+        return wanted.size == 0
+    at = np.minimum(np.searchsorted(ascending, wanted), ascending.size - 1)
+    return bool((ascending[at] == wanted).all())
 
 
 def _inner(raw: bytes) -> bytes | None:
