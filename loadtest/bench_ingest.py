@@ -30,6 +30,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import sys
 import tempfile
 import time
 import urllib.request
@@ -192,8 +193,8 @@ def main(argv: list[str] | None = None) -> None:
         f" Best of {args.repeat} runs per learner (events/s of each: " + "; ".join(
             f"{x['learner']} " + ", ".join(f"{v:,.0f}" for v in x["all"]) for x in rows)
         + ").")
-    cmd = "python -m loadtest.bench_ingest" + (" --quick" if args.quick else "") + (
-        f" --repeat {args.repeat}" if args.repeat != 1 else "")
+    cmd = " ".join(["python -m loadtest.bench_ingest",
+                    *(a for a in (sys.argv[1:] if argv is None else argv) if a != "--write")])
     body = (f"`{cmd}` on {dt.date.today()}, {cpu_model()} ({os.cpu_count()} CPUs), code "
             f"{code_version()}: a prefilled stream of {entries} entries × {args.batch} hashed "
             f"ad-click events (2^{args.bits}), redis-server with AOF appendfsync always, one "
