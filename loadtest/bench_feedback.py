@@ -5,8 +5,8 @@ The service as a subprocess on loopback (``aucstream serve``, the embedded store
 ``feedback``, warmed with 20,000 events. Then:
 
 - score p50/p99 and requests/s at 1 and 16 clients, 100 candidates per request, with
-  every candidate carrying an id (kept as an impression: the regular path and a store
-  write), against the same requests without ids (the express lane);
+  every candidate carrying an id (uuid-like hex; kept as an impression: a store write),
+  against the same requests without ids (the express lane);
 - learn events/s of label-only events ``{"id", "label"}`` for those kept items, against
   full events of the same size, at 1 and 4 clients, batches of 500.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import sys
 import tempfile
@@ -46,10 +47,16 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _uid(event_id: str) -> str:
+    """A uuid-like id for an event (random-looking hex, as ad servers' impression ids: the
+    feed's own ids, ``ad7-0``, ``ad7-1``, ..., would keep a store's id indexes in order)."""
+    return hashlib.blake2b(event_id.encode(), digest_size=16).hexdigest()
+
+
 def _score_bodies(events: list[dict[str, Any]], candidates: int, ids: bool) -> list[bytes]:
     out = []
     for a in range(0, len(events) - candidates + 1, candidates):
-        items = [{"features": e["features"], **({"id": e["id"]} if ids else {})}
+        items = [{"features": e["features"], **({"id": _uid(e["id"])} if ids else {})}
                  for e in events[a:a + candidates]]
         out.append(json.dumps({"model": MODEL, "items": items}).encode())
     return out
@@ -97,7 +104,7 @@ async def _run(url: str, args: argparse.Namespace) -> list[list[str]]:
             n = min(args.learn_events, len(kept_events))
             half = n // 2 if clients == 1 else n - n // 2
             part = kept_events[:half] if clients == 1 else kept_events[n // 2:n]
-            labels = [{"id": e["id"], "label": e["label"]} for e in part]
+            labels = [{"id": _uid(e["id"]), "label": e["label"]} for e in part]
             full = [{"features": e["features"], "label": e["label"]}
                     for e in feed.events(start, start + len(part))]
             start += len(part)
