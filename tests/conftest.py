@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.redis_servers import RedisCluster, RedisServer
-
 
 def _numba_cache_keyed_on_sources() -> None:
     """Point numba's on-disk cache at a folder named by a hash of every source file that
@@ -41,6 +39,10 @@ def _numba_cache_keyed_on_sources() -> None:
 
 
 _numba_cache_keyed_on_sources()
+
+# after the cache folder is set: this imports aucstream, which would otherwise point numba
+# at the user cache (and numba reads its configuration once, when first imported)
+from tests.redis_servers import RedisCluster, RedisServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
