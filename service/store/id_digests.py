@@ -115,9 +115,9 @@ def _blake2b_64(data, start, end, iv, sigma, h, m):
 
 
 @njit(cache=True, nogil=True)
-def _pack(data, offsets, fields, iv, sigma):
-    """(msgpack [digest], msgpack [field as decimal str]) of the ids data[o[i]:o[i+1]]."""
-    k = offsets.shape[0] - 1
+def _pack(data, starts, ends, fields, iv, sigma):
+    """(msgpack [digest], msgpack [field as decimal str]) of the ids data[starts[i]:ends[i]]."""
+    k = starts.shape[0]
     head = 1 if k < 16 else 3 if k < 65536 else 5  # msgpack's fixarray, array 16, array 32
     digs = np.empty(head + 9 * k, np.uint8)
     # a field takes at most 20 decimal digits and its fixstr byte
@@ -141,7 +141,7 @@ def _pack(data, offsets, fields, iv, sigma):
     p = head
     nb = np.uint64(fields)
     for i in range(k):
-        x = _blake2b_64(data, offsets[i], offsets[i + 1], iv, sigma, h, m)
+        x = _blake2b_64(data, starts[i], ends[i], iv, sigma, h, m)
         q = head + 9 * i
         digs[q] = 0xA8  # fixstr of 8 bytes (msgpack's raw type: use_bin_type=False)
         big = np.uint64(0)
@@ -170,11 +170,7 @@ def digest_args(ids: list[str], fields: int) -> tuple[bytes, bytes]:
     ``fields``, in decimal]): the append script's ARGV[2] and ARGV[6]."""
     if not 1 <= fields < 2**63:
         raise ValueError(f"fields must be in [1, 2**63); got {fields}")
-    encoded = [eid.encode("utf-8", "surrogatepass") for eid in ids]
-    offsets = np.zeros(len(encoded) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
-    data = np.frombuffer(b"".join(encoded), np.uint8)
-    digs, fld = _pack(data, offsets, fields, _IV, _SIGMA)
+    digs, fld = _pack(*_spans(ids), fields, _IV, _SIGMA)
     return digs.tobytes(), fld.tobytes()
 
 
