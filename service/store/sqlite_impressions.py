@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from aucstream.service.store.base import Impression
+from aucstream.service.store.base import IMPRESSION_STATUSES, Impression
 from aucstream.service.store.digest_table import DigestTable
 from aucstream.service.store.id_digests import id_digests_128
 
@@ -162,13 +162,13 @@ def add_counts(c: sqlite3.Connection, mid: int, deltas: Counter[str]) -> None:
                       (mid, status, d))
 
 
-def expire(c: sqlite3.Connection, mid: int, now: float, limit: int) -> tuple[int, int]:
+def expire(c: sqlite3.Connection, mid: int, now: float, limit: int) -> int:
     """Delete at most ``limit`` slates expired at ``now``, oldest expiry first, with their
-    claims and counts. Returns (slates deleted, their items)."""
+    claims and counts. Returns how many slates went."""
     rows = c.execute("SELECT id, n FROM slates WHERE model = ? AND expires_at <= ? "
                      "ORDER BY expires_at LIMIT ?", (mid, now, limit)).fetchall()
     if not rows:
-        return 0, 0
+        return 0
     gone = [r[0] for r in rows]
     claims = _claims(c, gone)
     deltas = Counter(claims.values())
@@ -178,7 +178,7 @@ def expire(c: sqlite3.Connection, mid: int, now: float, limit: int) -> tuple[int
         c.execute(f"DELETE FROM slate_claims WHERE slate IN ({marks})", chunk)
         c.execute(f"DELETE FROM slates WHERE id IN ({marks})", chunk)
     add_counts(c, mid, Counter({s: -k for s, k in deltas.items()}))
-    return len(rows), sum(r[1] for r in rows)
+    return len(rows)
 
 
 def expired_items(c: sqlite3.Connection, mid: int, now: float) -> int:
@@ -213,7 +213,7 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
     lapsing = [] if last == first else c.execute(  # (expiry, items) gone by the last showing
         "SELECT expires_at, n FROM slates WHERE model = ? AND expires_at > ? "
         "AND expires_at <= ?", (mid, first, last)).fetchall()
-    dropped, _ = expire(c, mid, last, expire_limit)
+    dropped = expire(c, mid, last, expire_limit)
     (held,) = c.execute("SELECT COALESCE(SUM(n), 0) FROM impression_counts WHERE model = ?",
                         (mid,)).fetchone()
     if dropped >= expire_limit:  # maybe more expired slates left
@@ -376,9 +376,9 @@ def due(c: sqlite3.Connection, mid: int, statuses: list[str], before: float, now
     return [(i, imp) for _, i, imp in found[:limit]]
 
 
-def count(c: sqlite3.Connection, mid: int, now: float, statuses: Sequence[str]) -> dict[str, int]:
-    """Unexpired items by status (every status in ``statuses``)."""
-    out = dict.fromkeys(statuses, 0)
+def count(c: sqlite3.Connection, mid: int, now: float) -> dict[str, int]:
+    """Unexpired items by status (every status of IMPRESSION_STATUSES)."""
+    out = dict.fromkeys(IMPRESSION_STATUSES, 0)
     for status, n in c.execute("SELECT status, n FROM impression_counts WHERE model = ?",
                                (mid,)):
         out[status] += n

@@ -708,9 +708,7 @@ class SqliteStore:
         # one transaction: concurrent /score requests share its commit (the fsync)
         with self._guard("keep_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
-            index = self._index(name, mid)
-            with index.lock:
-                index.catch_up(c, mid)
+            with self._index(c, name, mid) as index:
                 return impressions.keep_groups(c, index, mid, checked, cap, _EXPIRE_SLICE)
 
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
@@ -719,9 +717,7 @@ class SqliteStore:
         t = _check_time(now, "now")
         with self._guard("get_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
-            index = self._index(name, mid)
-            with index.lock:
-                index.catch_up(c, mid)
+            with self._index(c, name, mid) as index:
                 return impressions.find(c, index, mid, wanted, t)
 
     def claim_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
@@ -736,9 +732,7 @@ class SqliteStore:
             impressions.expire(c, mid, t, _EXPIRE_SLICE)
             if not sources or not wanted:
                 return []
-            index = self._index(name, mid)
-            with index.lock:
-                index.catch_up(c, mid)
+            with self._index(c, name, mid) as index:
                 return impressions.move(c, index, mid, wanted, set(sources), to, t)
 
     def due_impressions(self, name: str, statuses: Sequence[str], shown_before: float,
@@ -757,16 +751,22 @@ class SqliteStore:
         t = _check_time(now, "now")
         with self._guard("count_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
-            return impressions.count(c, mid, t, IMPRESSION_STATUSES)
+            return impressions.count(c, mid, t)
 
-    def _index(self, name: str, mid: int) -> impressions.IdIndex:
-        """This store object's id index of a model's kept impressions (a new one for a
-        model made again under the name: keyed by name, so that the old one goes)."""
+    @contextmanager
+    def _index(self, c: sqlite3.Connection, name: str, mid: int
+               ) -> Iterator[impressions.IdIndex]:
+        """This store object's id index of a model's kept impressions, caught up in the
+        transaction of ``c`` and held (its lock) for the block. Keyed by name, so that a
+        model made again under the name gets a new one and the old one goes."""
         with self._lock:
             got = self._indexes.get(name)
             if got is None or got[0] != mid:
                 got = self._indexes[name] = (mid, impressions.IdIndex())
-            return got[1]
+        index = got[1]
+        with index.lock:
+            index.catch_up(c, mid)
+            yield index
 
     def close(self) -> None:
         with self._lock:
