@@ -315,10 +315,7 @@ class HostedModel:
         self.published_version = 0  # the version of this owner's last publication
         self.published_at = 0.0  # monotonic time of the last publication or reload
         self.waiters = 0  # follower requests waiting for a publication
-        # an owner's looks for entries other replicas appended: every follow_interval
-        # while they come, the gap doubling (to publish_interval) while none do
-        self.look_at = 0.0
-        self.look_gap = 0.0
+        self.look_again = False  # woken while a request thread was applying it
         self.changed = threading.Condition(threading.Lock())  # notified on new versions
         self._snapshot = self._make_snapshot()
 
@@ -1081,6 +1078,7 @@ class ModelHost:
         if not model.owned and model.owner is None:
             self._place(model, time.monotonic())
         if not model.owned:
+            self._wake_owner(model)
             if not model.wait_for(upto, self.settings.append_resolve_timeout):
                 log.warning("model %s: durable up to %d, not published by its owner %s yet",
                             model.name, upto, model.owner)
@@ -1108,6 +1106,17 @@ class ModelHost:
                 raise ApplyFailed(
                     f"The events are in the durable log, but model {model.name!r} failed "
                     f"while applying it and is quarantined: {q.reason}") from exc
+
+    def _wake_owner(self, model: HostedModel) -> None:
+        """Tell the owner that the log grew, so that it applies and publishes now rather
+        than at its next look. A hint: if it is lost, the owner's look finds the entry."""
+        owner = model.owner
+        if owner is None or owner == self.replica:
+            return
+        try:
+            self.store.wake(owner, [model.name])
+        except StoreUnavailable as exc:
+            log.debug("model %s: could not wake its owner %s: %s", model.name, owner, exc)
 
     def keep_impressions(self, model: HostedModel, items: list[tuple[str, bytes]],
                          shown_at: float, expires_at: float) -> int:
@@ -1194,16 +1203,18 @@ class ModelHost:
 
     def follow_once(self) -> None:
         """The fast loop while several replicas share the store: owners apply what other
-        replicas appended and publish it (at most every publish_interval); followers
+        replicas appended, woken by them, and publish it (at most every
+        publish_interval); followers
         reload a newer publication (at once while a request waits for it, else every
         max_staleness / 2)."""
         if not self.scaled_out:
             return
+        woken = set(self.store.woken(self.replica))
         now = time.monotonic()
         for model in list(self._models.values()):
             try:
                 if model.owned:
-                    self._look(model, now)
+                    self._look(model, model.name in woken)
                     if (model.version > model.published_version
                             and now - model.published_at >= self.settings.publish_interval):
                         model.checkpoint(self.store, self.settings, trim=False)
@@ -1218,25 +1229,22 @@ class ModelHost:
             except Exception:
                 log.exception("model %s: following failed", model.name)
 
-    def _look(self, model: HostedModel, now: float) -> None:
-        """An owner: apply what other replicas appended. An idle model is looked at less
-        and less often (up to every publish_interval), so that many idle models cost few
-        store calls; a model a request thread is applying is left to that thread (it
-        applies up to its own entry, which comes after the others')."""
-        if now < model.look_at:
+    def _look(self, model: HostedModel, woken: bool) -> None:
+        """An owner: apply what other replicas appended. They wake the owner after each
+        append, so only woken models are looked at here: idle ones cost no store call
+        (a wake-up that was lost is covered by the sync loop, which looks at every owned
+        model's log each sync_interval). A model a request thread is applying is left to
+        that thread, and looked at again on the next round (the woken entry may come
+        after the thread's own)."""
+        if not (woken or model.look_again):
             return
-        fast, slow = self.settings.follow_interval, max(self.settings.publish_interval,
-                                                        self.settings.follow_interval)
         if model.lock.locked():
-            model.look_gap = fast
-        else:
-            _, _, end = self.store.log_bounds(model.name)
-            if end > model.version:
-                model.look_gap = fast
-                model.catch_up(self.store, None, self.metrics)
-            else:
-                model.look_gap = min(2 * model.look_gap, slow) if model.look_gap else fast
-        model.look_at = now + model.look_gap
+            model.look_again = True
+            return
+        model.look_again = False
+        _, _, end = self.store.log_bounds(model.name)
+        if end > model.version:
+            model.catch_up(self.store, None, self.metrics)
 
     def _refresh(self, model: HostedModel) -> None:
         """A follower: load the owner's publication if it is newer than what it serves."""

@@ -58,9 +58,10 @@ class Settings(BaseSettings):
         "model to its followers (a checkpoint)"
     )
     follow_interval: float = Field(
-        0.02, gt=0, description="seconds between looks for new log entries (owners) and "
-        "publications (followers) while there are several replicas (an owner looks at an idle "
-        "model less often, doubling the gap up to publish_interval)"
+        0.02, gt=0, description="seconds between an owner's checks for models whose log "
+        "another replica appended to (which wakes it) and a waiting follower's looks for a "
+        "publication, while there are several replicas (wake-ups that were lost are covered "
+        "by the sync loop's look at every model each sync_interval)"
     )
 
     # Request limits.

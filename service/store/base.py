@@ -310,6 +310,20 @@ class Store(Protocol):
         """Forget ``replica`` (clean shutdown); nothing if it is not known."""
         raise NotImplementedError
 
+    # -- wake-ups: a replica that appended to a model it does not own tells the owner --
+
+    def wake(self, replica: str, names: Sequence[str]) -> None:
+        """Tell ``replica`` that the logs of ``names`` grew. A hint, not a promise: an
+        owner still looks at each model now and then, so a wake-up that is lost (the
+        waking replica died between its append and this call, the owner changed
+        meanwhile) only delays. Wake-ups for a replica that is gone are dropped."""
+        raise NotImplementedError
+
+    def woken(self, replica: str) -> list[str]:
+        """Take the names woken for ``replica`` since its last call, each once, sorted.
+        Cheap when there are none: an owner asks every few tens of milliseconds."""
+        raise NotImplementedError
+
     # -- impressions (models with feedback: scored items kept until their label comes) --
 
     def keep_impressions(self, name: str, items: Sequence[tuple[str, bytes]], shown_at: float,

@@ -33,6 +33,9 @@ keeps all of a model's keys in one slot and every script below touches one slot 
                            deletion, so that a re-created model's tokens go on growing
     P:models       set     model names (an index; a model exists iff its config exists)
     P:replicas     zset    replica id -> expiry (ms of the server's clock): the registry
+    P:wake:<R>     set     names of models whose log another replica appended to, for
+                           their owner R (``wake``/``woken``); expires a minute after the
+                           last wake-up, so a replica that is gone leaves nothing behind
 
 The dedup window remembers an event id by its digest, BLAKE2b-64 of its UTF-8 (computed by
 the client; the script never sees the id). Forgetting is a number: ``trim`` raises
@@ -659,6 +662,15 @@ redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[1
 return redis.call('ZRANGE', KEYS[1], 0, -1)
 """
 
+# KEYS: a replica's wake set. ARGV: ttl (ms), then the names.
+_WAKE = """#!lua
+redis.call('SADD', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+"""
+_WAKE_TTL_MS = 60_000
+_WOKEN_MAX = 10_000  # names taken per ``woken`` call; the rest wait for the next
+
 # -- impressions ------------------------------------------------------------------------
 # Every impression script takes KEYS: config, imp, the shown_at zsets of the statuses in
 # IMPRESSION_STATUSES order, then their expires_at zsets; status s (1-based) has
@@ -948,6 +960,7 @@ class RedisStore:
         self._get_lease = client.register_script(_GET_LEASE)
         self._ckpt_version = client.register_script(_CKPT_VERSION)
         self._announce = client.register_script(_ANNOUNCE)
+        self._wake = client.register_script(_WAKE)
 
     @classmethod
     def from_url(
@@ -1430,6 +1443,24 @@ class RedisStore:
         replica = check_replica(replica)
         with self._guard("withdraw_replica"):
             self._r.zrem(self._registry, replica)
+            self._r.delete(self._wake_key(replica))
+
+    def _wake_key(self, replica: str) -> str:
+        return f"{self._prefix}:wake:{replica}"
+
+    def wake(self, replica: str, names: Sequence[str]) -> None:
+        replica = check_replica(replica)
+        names = [check_name(n) for n in names]
+        if not names:
+            return
+        with self._guard("wake"):
+            self._wake(keys=[self._wake_key(replica)], args=[_WAKE_TTL_MS, *names])
+
+    def woken(self, replica: str) -> list[str]:
+        replica = check_replica(replica)
+        with self._guard("woken"):
+            names = self._r.spop(self._wake_key(replica), _WOKEN_MAX)
+        return sorted(bytes(n).decode() for n in names or ())
 
     # -- impressions -----------------------------------------------------------------
 

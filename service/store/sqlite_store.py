@@ -127,6 +127,13 @@ _SCHEMA = (
         id TEXT PRIMARY KEY,
         expires_at REAL NOT NULL
     ) WITHOUT ROWID""",
+    # added within schema version 2: an older aucstream ignores it (it never wakes an
+    # owner, whose occasional look then finds its entries)
+    """CREATE TABLE IF NOT EXISTS wakes (
+        replica TEXT NOT NULL,
+        name TEXT NOT NULL,
+        PRIMARY KEY (replica, name)
+    ) WITHOUT ROWID""",
 )
 
 
@@ -684,12 +691,38 @@ class SqliteStore:
                       "ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at",
                       (replica, now + seconds))
             rows = c.execute("SELECT id FROM replicas").fetchall()
+            c.execute("DELETE FROM wakes WHERE replica NOT IN (SELECT id FROM replicas)")
         return sorted(str(r[0]) for r in rows)
 
     def withdraw_replica(self, replica: str) -> None:
         replica = check_replica(replica)
         with self._guard("withdraw_replica"), self._tx() as c:
             c.execute("DELETE FROM replicas WHERE id = ?", (replica,))
+            c.execute("DELETE FROM wakes WHERE replica = ?", (replica,))
+
+    def wake(self, replica: str, names: Sequence[str]) -> None:
+        replica = check_replica(replica)
+        names = [check_name(n) for n in names]
+        if not names:
+            return
+        with self._guard("wake"), self._tx() as c:
+            c.executemany("INSERT OR IGNORE INTO wakes (replica, name) VALUES (?, ?)",
+                          [(replica, n) for n in names])
+
+    def woken(self, replica: str) -> list[str]:
+        replica = check_replica(replica)
+        with self._guard("woken"):
+            # a read first: asked every few tens of ms, and a write transaction would
+            # take the write turn (and fsync) each time
+            with self._conn() as c:
+                if c.execute("SELECT 1 FROM wakes WHERE replica = ? LIMIT 1",
+                             (replica,)).fetchone() is None:
+                    return []
+            with self._tx() as c:
+                rows = c.execute("SELECT name FROM wakes WHERE replica = ?",
+                                 (replica,)).fetchall()
+                c.execute("DELETE FROM wakes WHERE replica = ?", (replica,))
+        return sorted(str(r[0]) for r in rows)
 
     # -- impressions -----------------------------------------------------------------
 

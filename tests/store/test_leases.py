@@ -369,6 +369,48 @@ def test_announced_replicas_expire_and_withdraw(make_store: Callable[[], Store])
     assert two.announce_replica("c", LONG) == ["c"]
 
 
+# -- wake-ups ----------------------------------------------------------------------------
+
+
+def test_wake_ups_are_taken_once_each_by_their_replica(make_store: Callable[[], Store]) -> None:
+    one, two = make_store(), make_store()
+    one.announce_replica("owner", LONG)
+    two.announce_replica("other", LONG)
+    assert one.woken("owner") == []
+    two.wake("owner", ["m2", "m1"])
+    two.wake("owner", ["m1"])  # twice before it is taken: once
+    one.wake("other", ["m3"])
+    two.wake("owner", [])
+    assert one.woken("owner") == ["m1", "m2"]
+    assert one.woken("owner") == []  # taken
+    assert two.woken("other") == ["m3"]
+    two.wake("owner", ["m 2:é"])  # any model name, any store object
+    assert two.woken("owner") == ["m 2:é"]
+
+
+def test_wake_ups_of_a_replica_that_is_gone_are_dropped(
+        make_store: Callable[[], Store]) -> None:
+    one, two = make_store(), make_store()
+    one.announce_replica("a", LONG)
+    one.announce_replica("b", LONG)
+    two.wake("a", ["m"])
+    two.wake("b", ["m"])
+    one.withdraw_replica("a")
+    assert one.woken("a") == []
+    assert two.woken("b") == ["m"]
+
+
+def test_bad_wake_ups_are_refused(store: Store) -> None:
+    for replica in ("", "a\nb", None):
+        with pytest.raises(ValueError, match="replica"):
+            store.wake(replica, ["m"])  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="replica"):
+            store.woken(replica)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="model name"):
+        store.wake("a", ["ok", ""])
+    assert store.woken("a") == []  # nothing of a refused call
+
+
 # -- arguments -------------------------------------------------------------------------
 
 
