@@ -1247,8 +1247,9 @@ def idle_section(res: Results, o: Options) -> list[str]:
             f"Models that nobody uses (each learned 500 events once), measured over "
             f"{o.idle_seconds:g} s after placement settled: the replicas' and redis-server's "
             "CPU and the commands redis-server processed per second. With two replicas "
-            "every owner looks at each of its models' log every follow_interval (0.02 s) "
-            "and every follower at each publication every max_staleness / 2.", "",
+            "each replica's sync loop looks at every model each sync_interval (1 s), every "
+            "follower at each publication every max_staleness / 2, and each owner takes "
+            "its wake-ups every follow_interval (0.02 s).", "",
             markdown_table(["models", "replicas", "replica CPU", "redis-server CPU",
                             "store commands/s"], rows)]
 

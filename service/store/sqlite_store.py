@@ -21,7 +21,8 @@ model and status, kept in step by every write, so that the cap of a keep and the
 need no scan), ``leases`` (per model *name*
 the last fencing token granted and the current holder and expiry: the row outlives the
 model, whose deletion only frees the lease, so that a re-created model's tokens go on
-growing) and ``replicas`` (the registry: replica id -> expiry). Lease and registry times
+growing), ``replicas`` (the registry: replica id -> expiry) and ``wakes`` (replica,
+model name: wake-ups for owners, taken by ``woken``). Lease and registry times
 are ``time.time()`` of the writing process, read inside the write transaction, so that a
 wait for the write turn never makes them stale. An impression is expired
 at ``now`` when ``expires_at <= now``: reads leave it out, and keeps and claims delete at
