@@ -210,3 +210,28 @@ def test_writer_turn_held_too_long_gives_store_unavailable(tmp_path: Path) -> No
         os.close(fd)
     assert store.append("m", b"p", ["a"]).version == 1
     store.close()
+
+
+def test_wake_ups_skip_the_fsync_and_leave_every_connection_durable(tmp_path: Path) -> None:
+    """Wake-ups are hints (committed without an fsync); the pooled connection they used
+    goes back to synchronous=FULL, so the next append on it is durable."""
+    store = SqliteStore(tmp_path / FILENAME)
+    store.create_model("m", {})
+    seen: list[int] = []
+    barrier = threading.Barrier(3)
+
+    def wake_and_append(k: int) -> None:
+        barrier.wait()  # (threads at once: several pooled connections)
+        store.wake("owner", [f"m{k}"])
+        store.append("m", b"x", [f"id{k}"])
+
+    threads = [threading.Thread(target=wake_and_append, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.woken("owner") == ["m0", "m1", "m2"]
+    for c in store._idle:
+        seen.append(c.execute("PRAGMA synchronous").fetchone()[0])
+    assert seen and set(seen) == {2}  # FULL
+    store.close()
