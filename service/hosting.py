@@ -1108,8 +1108,8 @@ class ModelHost:
                     f"while applying it and is quarantined: {q.reason}") from exc
 
     def _wake_owner(self, model: HostedModel) -> None:
-        """Tell the owner that the log grew, so that it applies and publishes now rather
-        than at its next look. A hint: if it is lost, the owner's look finds the entry."""
+        """Tell the owner that the log grew, so that it applies the entry now rather than
+        at the sync loop's next look (which finds it if the wake-up is lost)."""
         owner = model.owner
         if owner is None or owner == self.replica:
             return
@@ -1204,9 +1204,8 @@ class ModelHost:
     def follow_once(self) -> None:
         """The fast loop while several replicas share the store: owners apply what other
         replicas appended, woken by them, and publish it (at most every
-        publish_interval); followers
-        reload a newer publication (at once while a request waits for it, else every
-        max_staleness / 2)."""
+        publish_interval); followers reload a newer publication (at once while a request
+        waits for it, else every max_staleness / 2)."""
         if not self.scaled_out:
             return
         woken = set(self.store.woken(self.replica))

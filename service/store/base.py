@@ -314,8 +314,8 @@ class Store(Protocol):
 
     def wake(self, replica: str, names: Sequence[str]) -> None:
         """Tell ``replica`` that the logs of ``names`` grew. A hint, not a promise: an
-        owner still looks at each model now and then, so a wake-up that is lost (the
-        waking replica died between its append and this call, the owner changed
+        owner still looks at each model every sync_interval, so a wake-up that is lost
+        (the waking replica died between its append and this call, the owner changed
         meanwhile) only delays. Wake-ups for a replica that is gone are dropped."""
         raise NotImplementedError
 

@@ -129,7 +129,7 @@ _SCHEMA = (
         expires_at REAL NOT NULL
     ) WITHOUT ROWID""",
     # added within schema version 2: an older aucstream ignores it (it never wakes an
-    # owner, whose occasional look then finds its entries)
+    # owner, whose sync loop then finds its entries within a sync_interval)
     """CREATE TABLE IF NOT EXISTS wakes (
         replica TEXT NOT NULL,
         name TEXT NOT NULL,
