@@ -5,7 +5,11 @@ A numpy array travels as ``{"nd": dtype string, "shape": [...], "data": raw byte
 string. A large float64 array that is mostly 0.0 or mostly 1.0 (the weights of a hashed
 2^20-dimension model touch a few percent of their coordinates) travels instead as
 ``{"nd", "shape", "fill", "idx", "val"}``: the positions and values that differ from the
-fill, compared bit for bit, so -0.0 and NaN payloads survive. Decoding checks the format
+fill, compared bit for bit, so -0.0 and NaN payloads survive. A large array that ends in a
+long run of one value (a compact model's learner holds its unused capacity, up to half its
+columns, at a fresh column's value) travels as ``{"nd", "shape", "head", "tail"}``: the
+elements before the run, and the run's value (one element's bytes; the run fills the
+rest). Each array takes the smallest of the forms that apply. Decoding checks the format
 version and every array's size.
 """
 
@@ -36,20 +40,35 @@ _SPARSE_MIN_SIZE = 1 << 14  # smaller arrays always travel whole
 _SPARSE_MAX_SHARE = 0.25  # sparse form when at most this share differs from the fill
 
 
-def _pack_array(a: np.ndarray, min_sparse: int = _SPARSE_MIN_SIZE) -> dict[str, Any]:
+def _pack_array(a: np.ndarray, min_sparse: int = _SPARSE_MIN_SIZE,
+                tail: bool = False) -> dict[str, Any]:
+    """An array's record: whole, sparse (float64), or with its final run as one value
+    (``tail``: states only; log payloads keep the forms every version reads)."""
     a = np.ascontiguousarray(a)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
-    if a.dtype == np.float64 and a.size >= min_sparse:
-        bits = a.reshape(-1).view(np.uint64)
+    if a.size < min_sparse or a.dtype.kind not in "fiu":
+        return {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
+    flat = a.reshape(-1)
+    bits = flat.view(f"<u{a.dtype.itemsize}")  # compared bit for bit (-0.0, NaN payloads)
+    best: dict[str, Any] = {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
+    cost = a.size * a.dtype.itemsize
+    before = np.flatnonzero(bits != bits[-1]) if tail else None  # the final run follows
+    head = int(before[-1]) + 1 if before is not None and before.size else 0
+    if tail and (head + 1) * a.dtype.itemsize < cost * (1 - _SPARSE_MAX_SHARE):
+        best = {"nd": a.dtype.str, "shape": list(a.shape), "head": flat[:head].tobytes(),
+                "tail": flat[-1:].tobytes()}
+        cost = (head + 1) * a.dtype.itemsize
+    if a.dtype == np.float64:
         for fill in (0.0, 1.0):
             differs = bits != np.float64(fill).view(np.uint64)
-            if np.count_nonzero(differs) <= _SPARSE_MAX_SHARE * a.size:
+            n = np.count_nonzero(differs)
+            if n <= _SPARSE_MAX_SHARE * a.size and 16 * n < cost:
                 idx = np.flatnonzero(differs)
-                return {"nd": a.dtype.str, "shape": list(a.shape), "fill": fill,
-                        "idx": idx.astype("<i8").tobytes(),
-                        "val": a.reshape(-1)[idx].tobytes()}
-    return {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
+                best = {"nd": a.dtype.str, "shape": list(a.shape), "fill": fill,
+                        "idx": idx.astype("<i8").tobytes(), "val": flat[idx].tobytes()}
+                cost = 16 * n
+    return best
 
 
 def _unpack_array(obj: dict[str, Any]) -> np.ndarray:
@@ -58,6 +77,8 @@ def _unpack_array(obj: dict[str, Any]) -> np.ndarray:
         shape = tuple(int(s) for s in obj["shape"])
         if "fill" in obj:
             return _unpack_sparse(dtype, shape, float(obj["fill"]), obj["idx"], obj["val"])
+        if "tail" in obj:
+            return _unpack_tail(dtype, shape, obj["head"], obj["tail"])
         data = obj["data"]
     except (KeyError, TypeError, ValueError) as exc:
         raise CodecError(f"malformed array record: {exc}") from None
@@ -67,6 +88,20 @@ def _unpack_array(obj: dict[str, Any]) -> np.ndarray:
     if len(data) != expected:
         raise CodecError(f"array of shape {shape} needs {expected} bytes, got {len(data)}")
     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+
+
+def _unpack_tail(dtype: np.dtype, shape: tuple, head: bytes, tail: bytes) -> np.ndarray:
+    if dtype.kind not in "fiu" or len(tail) != dtype.itemsize or len(head) % dtype.itemsize:
+        raise CodecError("malformed tail array record")
+    size = int(np.prod(shape, dtype=np.int64))
+    n = len(head) // dtype.itemsize
+    if n >= size:
+        raise CodecError("tail array record's head fills its shape")
+    out = np.empty(size, dtype)
+    bits = out.view(f"<u{dtype.itemsize}")  # (as integers: a NaN's payload is kept)
+    bits[:n] = np.frombuffer(head, bits.dtype)
+    bits[n:] = np.frombuffer(tail, bits.dtype)[0]
+    return out.reshape(shape)
 
 
 def _unpack_sparse(dtype: np.dtype, shape: tuple, fill: float, idx: bytes,
@@ -84,7 +119,7 @@ def _unpack_sparse(dtype: np.dtype, shape: tuple, fill: float, idx: bytes,
 
 def _pack_value(v: Any) -> Any:
     if isinstance(v, np.ndarray):
-        return _pack_array(v)
+        return _pack_array(v, tail=True)
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, dict):

@@ -100,6 +100,60 @@ def test_state_round_trips_with_sparse_and_nested_values():
     assert _same_bits(out["rng"]["s"], state["rng"]["s"])
 
 
+# Bit patterns a state array may hold: signed zeros, a NaN with a payload, infinities.
+_odd_floats = [0.0, -0.0, 1.0, np.frombuffer(np.uint64(0x7FF8DEADBEEF0001).tobytes(),
+                                            np.float64)[0], np.inf, 2.5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from([np.float64, np.int64, np.int32, np.uint64, np.int8]),
+       size=st.integers(1 << 14, 1 << 15), head=st.floats(0.0, 1.0),
+       picks=st.lists(st.integers(0, len(_odd_floats) - 1), min_size=1, max_size=40),
+       seed=st.integers(0, 2**32 - 1))
+def test_state_arrays_with_a_final_run_round_trip_bit_for_bit(dtype, size, head, picks, seed):
+    """A compact model's arrays end in their unused capacity (one value repeated): they
+    travel as the elements before that run and its value, and come back bit for bit."""
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype) == np.float64:
+        pool = np.array([_odd_floats[p] for p in picks])
+        a = pool[rng.integers(0, pool.size, size)]
+        a.view(np.uint64)[int(head * size):] = np.float64(pool[0]).view(np.uint64)
+    else:
+        a = rng.integers(-3 if np.dtype(dtype).kind == "i" else 0, 4, size).astype(dtype)
+        a[int(head * size):] = a[-1]
+    for shape in ((size,), (2, size // 2) if size % 2 == 0 else (size,)):
+        x = a[: int(np.prod(shape))].reshape(shape)
+        out = decode_state(encode_state({"x": x}))["x"]
+        assert _same_bits(out, x)
+
+
+def test_unused_capacity_is_not_sent():
+    """A learner array whose second half is the fresh value (a compact model's doubling)
+    takes about half its bytes; log payloads keep the forms every version reads."""
+    g = np.full(1 << 16, 1e-3)  # e.g. CBR-diag's fresh variance, not 0 or 1
+    g[: 1 << 15] = np.random.default_rng(0).random(1 << 15)
+    blob = encode_state({"g": g})
+    assert len(blob) < 0.55 * g.nbytes
+    assert _same_bits(decode_state(blob)["g"], g)
+    X = np.zeros((500, 64))
+    X[:300] = 1.5  # rows ending in a long run of zeros (too few for the sparse form)
+    doc = msgpack.unpackb(encode_batch(np.ones(500, np.int8), X=X))
+    assert "data" in doc["X"] and "tail" not in doc["X"]
+
+
+@pytest.mark.parametrize("record", [
+    {"nd": "<f8", "shape": [4], "head": b"\0" * 8, "tail": b"\0" * 4},  # tail not one item
+    {"nd": "<f8", "shape": [4], "head": b"\0" * 12, "tail": b"\0" * 8},  # partial item
+    {"nd": "<f8", "shape": [2], "head": b"\0" * 16, "tail": b"\0" * 8},  # no room for it
+    {"nd": "|b1", "shape": [4], "head": b"", "tail": b"\0"},  # not a number
+    {"nd": "<f8", "shape": [4], "tail": b"\0" * 8},  # no head
+])
+def test_malformed_tail_records_raise_codec_error(record):
+    blob = msgpack.packb({"format": 1, "state": {"x": record}}, use_bin_type=True)
+    with pytest.raises(CodecError):
+        decode_state(blob)
+
+
 @pytest.mark.parametrize("blob", [b"\xc1", msgpack.packb({"format": 99}),
                                   msgpack.packb([1, 2])])
 def test_undecodable_payloads_raise_codec_error(blob):
