@@ -53,8 +53,11 @@ def _pack_array(a: np.ndarray, min_sparse: int = _SPARSE_MIN_SIZE,
     bits = flat.view(f"<u{a.dtype.itemsize}")  # compared bit for bit (-0.0, NaN payloads)
     best: dict[str, Any] = {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
     cost = a.size * a.dtype.itemsize
-    before = np.flatnonzero(bits != bits[-1]) if tail else None  # the final run follows
-    head = int(before[-1]) + 1 if before is not None and before.size else 0
+    head = 0  # elements before the final run of one value
+    if tail:
+        other = bits != bits[-1]
+        if other.any():
+            head = a.size - int(np.argmax(other[::-1]))
     if tail and (head + 1) * a.dtype.itemsize < cost * (1 - _SPARSE_MAX_SHARE):
         best = {"nd": a.dtype.str, "shape": list(a.shape), "head": flat[:head].tobytes(),
                 "tail": flat[-1:].tobytes()}
