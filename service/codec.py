@@ -43,35 +43,34 @@ _SPARSE_MAX_SHARE = 0.25  # sparse form when at most this share differs from the
 def _pack_array(a: np.ndarray, min_sparse: int = _SPARSE_MIN_SIZE,
                 tail: bool = False) -> dict[str, Any]:
     """An array's record: whole, sparse (float64), or with its final run as one value
-    (``tail``: states only; log payloads keep the forms every version reads)."""
+    (``tail``: states only; log payloads keep the forms every version reads), whichever
+    is smallest."""
     a = np.ascontiguousarray(a)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
+    record: dict[str, Any] = {"nd": a.dtype.str, "shape": list(a.shape)}
     if a.size < min_sparse or a.dtype.kind not in "fiu":
-        return {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
+        return {**record, "data": a.tobytes()}
     flat = a.reshape(-1)
     bits = flat.view(f"<u{a.dtype.itemsize}")  # compared bit for bit (-0.0, NaN payloads)
-    best: dict[str, Any] = {"nd": a.dtype.str, "shape": list(a.shape), "data": a.tobytes()}
+    form: dict[str, Any] | None = None  # None: whole
     cost = a.size * a.dtype.itemsize
-    head = 0  # elements before the final run of one value
     if tail:
         other = bits != bits[-1]
-        if other.any():
-            head = a.size - int(np.argmax(other[::-1]))
-    if tail and (head + 1) * a.dtype.itemsize < cost * (1 - _SPARSE_MAX_SHARE):
-        best = {"nd": a.dtype.str, "shape": list(a.shape), "head": flat[:head].tobytes(),
-                "tail": flat[-1:].tobytes()}
-        cost = (head + 1) * a.dtype.itemsize
+        head = a.size - int(np.argmax(other[::-1])) if other.any() else 0
+        if (head + 1) * a.dtype.itemsize < cost * (1 - _SPARSE_MAX_SHARE):
+            form = {"head": flat[:head].tobytes(), "tail": flat[-1:].tobytes()}
+            cost = (head + 1) * a.dtype.itemsize
     if a.dtype == np.float64:
         for fill in (0.0, 1.0):
             differs = bits != np.float64(fill).view(np.uint64)
             n = np.count_nonzero(differs)
             if n <= _SPARSE_MAX_SHARE * a.size and 16 * n < cost:
                 idx = np.flatnonzero(differs)
-                best = {"nd": a.dtype.str, "shape": list(a.shape), "fill": fill,
-                        "idx": idx.astype("<i8").tobytes(), "val": flat[idx].tobytes()}
+                form = {"fill": fill, "idx": idx.astype("<i8").tobytes(),
+                        "val": flat[idx].tobytes()}
                 cost = 16 * n
-    return best
+    return {**record, **(form if form is not None else {"data": a.tobytes()})}
 
 
 def _unpack_array(obj: dict[str, Any]) -> np.ndarray:
