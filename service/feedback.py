@@ -33,6 +33,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+from numba import njit
 
 from .encoding import EncodedBatch, EncodingError
 from .store.base import Impression, Store
@@ -141,36 +142,107 @@ def impressions_of(batch: EncodedBatch, ids: Sequence[str | None], scores: np.nd
                                            data[size * i: size * (i + 1)]))))
         return out
     assert batch.indptr is not None and batch.indices is not None and batch.values is not None
-    indptr = np.asarray(batch.indptr, np.int64)
     indices = np.ascontiguousarray(batch.indices, np.int64)
     values = np.ascontiguousarray(batch.values, np.float64)
-    rows = list(first.values())
-    narrow = _rows_all(indptr, (indices >= 0) & (indices < _U32), rows)
-    ones = _rows_all(indptr, values == 1.0, rows)
-    wide_bytes = indices.tobytes()
-    narrow_bytes = indices.astype(np.uint32).tobytes() if narrow.any() else b""
-    value_bytes = values.tobytes()
-    # a map of 4 entries (f, s, v, i|j), or 5 with w
-    tail = b"\xa1f" + msgpack.packb(_SPARSE_FORMAT) + b"\xa1s\xcb"
-    heads = {False: b"\x84" + tail, True: b"\x85" + tail}
-    for k, (item_id, i) in enumerate(first.items()):
-        a, b = int(indptr[i]), int(indptr[i + 1])
-        parts = [heads[not ones[k]], served[8 * i: 8 * i + 8], middle]
-        if narrow[k]:
-            parts += [b"\xa1j", _bin_header(4 * (b - a)), narrow_bytes[4 * a: 4 * b]]
+    buf, ends = _pack_sparse(np.asarray(batch.indptr, np.int64), indices,
+                             indices.astype(np.uint32).view(np.uint8), indices.view(np.uint8),
+                             values, values.view(np.uint8),
+                             np.fromiter(first.values(), np.int64, len(first)),
+                             np.frombuffer(served, np.uint8),
+                             np.frombuffer(middle, np.uint8))
+    blob = buf.tobytes()
+    bounds = ends.tolist()
+    return [(item_id, blob[a:b]) for item_id, a, b in zip(first, [0, *bounds], bounds,
+                                                         strict=False)]
+
+
+# The sparse payload's fixed parts: b"\xa1f" + msgpack(2), then b"\xa1s\xcb" (a float64)
+_SPARSE_HEAD = np.frombuffer(b"\xa1f" + msgpack.packb(_SPARSE_FORMAT) + b"\xa1s\xcb", np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _bin_size(size: int) -> int:
+    """Bytes of msgpack's bin header for ``size`` bytes."""
+    return 2 if size < 1 << 8 else 3 if size < 1 << 16 else 5
+
+
+@njit(cache=True, nogil=True)
+def _put_bin_header(buf: np.ndarray, p: int, size: int) -> int:
+    if size < 1 << 8:
+        buf[p] = 0xC4
+        buf[p + 1] = size
+        return p + 2
+    if size < 1 << 16:
+        buf[p] = 0xC5
+        buf[p + 1] = size >> 8
+        buf[p + 2] = size & 0xFF
+        return p + 3
+    buf[p] = 0xC6
+    for k in range(4):
+        buf[p + 1 + k] = (size >> (24 - 8 * k)) & 0xFF
+    return p + 5
+
+
+@njit(cache=True, nogil=True)
+def _pack_sparse(indptr: np.ndarray, indices: np.ndarray, narrow_bytes: np.ndarray,
+                 index_bytes: np.ndarray, values: np.ndarray, value_bytes: np.ndarray,
+                 rows: np.ndarray, served: np.ndarray, middle: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Format-2 payloads of ``rows``, one after another, and each one's end offset: the
+    bytes :func:`encode_impression` gives, written in one buffer (a Python loop joining
+    a dozen pieces per item cost ~3.5 µs an item). ``served``: every item's score as
+    big-endian float64 bytes; ``middle``: b"\xa1v" + msgpack(version); the indices'
+    bytes as int64 (``index_bytes``) and as uint32 (``narrow_bytes``, used for rows whose
+    indices all fit)."""
+    k = rows.size
+    narrow = np.ones(k, np.bool_)  # every index fits uint32: "j", 4 bytes each
+    ones = np.ones(k, np.bool_)  # every value is 1.0: no "w"
+    ends = np.empty(k, np.int64)
+    total = 0
+    head = 1 + _SPARSE_HEAD.size + 8 + middle.size + 2
+    for r in range(k):
+        a, b = indptr[rows[r]], indptr[rows[r] + 1]
+        for j in range(a, b):
+            if indices[j] < 0 or indices[j] >= 1 << 32:
+                narrow[r] = False
+            if values[j] != 1.0:
+                ones[r] = False
+        width = 4 if narrow[r] else 8
+        total += head + _bin_size(width * (b - a)) + width * (b - a)
+        if not ones[r]:
+            total += 2 + _bin_size(8 * (b - a)) + 8 * (b - a)
+        ends[r] = total
+    buf = np.empty(total, np.uint8)
+    p = 0
+    for r in range(k):
+        i = rows[r]
+        a, b = indptr[i], indptr[i + 1]
+        buf[p] = 0x84 if ones[r] else 0x85  # a map of 4 entries (f, s, v, i|j), or 5 with w
+        p += 1
+        buf[p:p + _SPARSE_HEAD.size] = _SPARSE_HEAD
+        p += _SPARSE_HEAD.size
+        buf[p:p + 8] = served[8 * i:8 * i + 8]
+        p += 8
+        buf[p:p + middle.size] = middle
+        p += middle.size
+        buf[p] = 0xA1
+        if narrow[r]:
+            buf[p + 1] = 0x6A  # "j"
+            p = _put_bin_header(buf, p + 2, 4 * (b - a))
+            buf[p:p + 4 * (b - a)] = narrow_bytes[4 * a:4 * b]
+            p += 4 * (b - a)
         else:
-            parts += [b"\xa1i", _bin_header(8 * (b - a)), wide_bytes[8 * a: 8 * b]]
-        if not ones[k]:
-            parts += [b"\xa1w", _bin_header(8 * (b - a)), value_bytes[8 * a: 8 * b]]
-        out.append((item_id, b"".join(parts)))
-    return out
-
-
-def _rows_all(indptr: np.ndarray, flags: np.ndarray, rows: list[int]) -> np.ndarray:
-    """For each of ``rows``, are all its entries' ``flags`` true (an empty row: yes)?"""
-    bad = np.concatenate(([0], np.cumsum(~flags)))  # false flags before each position
-    r = np.asarray(rows, np.int64)
-    return bad[indptr[r + 1]] == bad[indptr[r]]
+            buf[p + 1] = 0x69  # "i"
+            p = _put_bin_header(buf, p + 2, 8 * (b - a))
+            buf[p:p + 8 * (b - a)] = index_bytes[8 * a:8 * b]
+            p += 8 * (b - a)
+        if not ones[r]:
+            buf[p] = 0xA1
+            buf[p + 1] = 0x77  # "w"
+            p = _put_bin_header(buf, p + 2, 8 * (b - a))
+            buf[p:p + 8 * (b - a)] = value_bytes[8 * a:8 * b]
+            p += 8 * (b - a)
+    return buf, ends
 
 
 def _bin_header(size: int) -> bytes:

@@ -30,8 +30,9 @@ from aucstream.models.calibration import PlattCalibrator
 from aucstream.models.preprocessing import StandardScaler
 
 from . import fastjson
-from .encoding import FeatureEncoder
+from .encoding import EncodedBatch, FeatureEncoder
 from .feature_index import FeatureIndex
+from .feedback import impressions_of
 from .ingest import is_one_array
 from .store.digest_table import DigestTable
 from .store.id_digests import digest_args, id_digests, id_digests_128
@@ -115,6 +116,8 @@ def _warm_extras() -> None:
     table = DigestTable()  # the embedded store's impression index
     table.put(id_digests_128([f"i{k}" for k in range(20)]), np.arange(20))  # (grows once)
     table.get(id_digests_128(["i1"]))
+    impressions_of(EncodedBatch(n=1, indptr=csr[0][:2], indices=csr[1], values=csr[2]),
+                   ["i"], np.zeros(1), 1)  # kept /score items' payloads
 
 
 _DONE = threading.Event()
