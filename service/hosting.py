@@ -26,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -58,6 +58,7 @@ __all__ = [
     "EntryRefused",
     "HostedModel",
     "ImportRefused",
+    "KeepJob",
     "ModelConfigError",
     "ModelHost",
     "ModelQuarantined",
@@ -260,6 +261,16 @@ def build_config(name: str, learner: str, params: dict[str, Any], features: dict
     }
 
 
+class KeepJob(Protocol):
+    """A /score request's impressions to keep: ``pack()`` gives the store's group
+    ``(items, shown_at, expires_at)``; ``kept(n)`` hears how many the store kept. Both run
+    in the worker thread that writes the group."""
+
+    def pack(self) -> tuple[list[tuple[str, bytes]], float, float]: ...
+
+    def kept(self, n: int) -> None: ...
+
+
 class HostedModel:
     """A learner with its encoder, optional scaler, rolling AUC and applier."""
 
@@ -272,7 +283,7 @@ class HostedModel:
         self.encoder = FeatureEncoder(config["features"], max_value=max_feature_value)
         self.feedback = Feedback.of(config)
         # /score requests' impressions, written together when they come together
-        self.keeper: GroupWriter[tuple[list[tuple[str, bytes]], float, float], int] | None = None
+        self.keeper: GroupWriter[KeepJob, int] | None = None
         self.impressions: dict[str, int] = {}  # pending impressions by status, last counted
         # AUC of the scores served to kept items against the labels they got (joined by
         # this process): a per-process view, like the counters, not part of the state
@@ -1120,15 +1131,30 @@ class ModelHost:
 
     def keep_impressions(self, model: HostedModel, items: list[tuple[str, bytes]],
                          shown_at: float, expires_at: float) -> int:
-        """Keep one /score request's impressions; how many were kept. Requests for the
-        same model that arrive while one is being written are written together next."""
+        """Keep one /score request's impressions; how many were kept (blocking: for the
+        route's worker thread)."""
+        assert model.feedback is not None
+        return self.store.keep_impression_groups(
+            model.name, [(items, shown_at, expires_at)],
+            max_pending=model.feedback.max_pending)[0]
+
+    async def keep_impressions_together(self, model: HostedModel, job: KeepJob) -> int:
+        """Keep one /score request's impressions from the event loop; how many were kept.
+        Requests for the same model that arrive while one group is being written are
+        packed and written together next, in one worker thread call."""
         assert model.feedback is not None
         keeper = model.keeper
         if keeper is None:
-            keeper = model.keeper = GroupWriter(partial(
-                self.store.keep_impression_groups, model.name,
-                max_pending=model.feedback.max_pending))
-        return keeper.submit((items, shown_at, expires_at))
+            keeper = model.keeper = GroupWriter(partial(self._keep_group, model))
+        return await keeper.submit(job)
+
+    def _keep_group(self, model: HostedModel, jobs: list[KeepJob]) -> list[int]:
+        assert model.feedback is not None
+        kept = self.store.keep_impression_groups(
+            model.name, [job.pack() for job in jobs], max_pending=model.feedback.max_pending)
+        for job, n in zip(jobs, kept, strict=True):
+            job.kept(n)
+        return list(kept)
 
     # ------------------------------------------------------------------ ownership
     def announce(self) -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -37,11 +35,37 @@ _LARGEST = float(np.finfo(np.float64).max)
 
 @dataclass
 class Scored:
-    """A response, and for a model with feedback whose items carry ids, the store write
-    that keeps them (to run off the event loop before answering; it sets ``kept``)."""
+    """A response, and for a model with feedback whose items carry ids, the items to
+    keep before answering (:meth:`ModelHost.keep_impressions_together`; it gives
+    ``kept``)."""
 
     out: ScoreResponse
-    keep: Callable[[], int] | None = None
+    model: HostedModel | None = None
+    keep: _Keep | None = None
+
+
+@dataclass
+class _Keep:
+    """One request's impressions to keep (a :class:`~aucstream.service.hosting.KeepJob`)."""
+
+    host: ModelHost
+    model: HostedModel
+    batch: EncodedBatch
+    ids: list[str | None]
+    out: ScoreResponse
+
+    def pack(self) -> tuple[list[tuple[str, bytes]], float, float]:
+        assert self.model.feedback is not None
+        items = impressions_of(self.batch, self.ids, np.asarray(self.out.scores),
+                               self.out.version)
+        now = time.time()
+        return items, now, now + self.model.feedback.window_s
+
+    def kept(self, n: int) -> None:
+        first = {i: k for k, i in reversed(list(enumerate(self.ids))) if i is not None}
+        self.model.request_auc.shown(list(first), [self.out.scores[k] for k in first.values()])
+        if n:
+            self.host.metrics.impressions_kept.labels(self.model.name).inc(n)
 
 
 def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> Scored | None:
@@ -66,7 +90,7 @@ def score_loaded(body: bytes, host: ModelHost, settings: Settings) -> Scored | N
     if not any(i is not None for i in fast.ids):
         out.kept = 0
         return Scored(out)
-    return Scored(out, partial(_keep, host, model, fast.batch, fast.ids, out))
+    return Scored(out, model, _Keep(host, model, fast.batch, fast.ids, out))
 
 
 def _rank(model: HostedModel, batch: EncodedBatch, top_k: int | None, started: float,
@@ -112,16 +136,12 @@ def _score(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse:
 def _keep(host: ModelHost, model: HostedModel, batch: EncodedBatch,
           ids: list[str | None], out: ScoreResponse) -> int:
     """Keep the scored items that have an id, for their labels; how many were kept."""
-    assert model.feedback is not None
-    items = impressions_of(batch, ids, np.asarray(out.scores), out.version)
+    job = _Keep(host, model, batch, ids, out)
+    items, shown, expires = job.pack()
     if not items:
         return 0
-    now = time.time()
-    kept = host.keep_impressions(model, items, now, now + model.feedback.window_s)
-    first = {i: k for k, i in reversed(list(enumerate(ids))) if i is not None}
-    model.request_auc.shown(list(first), [out.scores[k] for k in first.values()])
-    if kept:
-        host.metrics.impressions_kept.labels(model.name).inc(kept)
+    kept = host.keep_impressions(model, items, shown, expires)
+    job.kept(kept)
     return kept
 
 

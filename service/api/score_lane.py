@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi.concurrency import run_in_threadpool
-
 from ..encoding import EncodingError
 from .deps import key_allows
 from .score import score_loaded
@@ -55,8 +53,10 @@ class ScoreLane:
             except EncodingError:  # the route words it (an item the model cannot score)
                 scored = None
             if scored is not None and scored.keep is not None:
-                try:  # a model with feedback: keep the items (a store write) off the loop
-                    scored.out.kept = await run_in_threadpool(scored.keep)
+                assert scored.model is not None
+                try:  # a model with feedback: keep the items (a store write, off the loop)
+                    scored.out.kept = await host.keep_impressions_together(scored.model,
+                                                                           scored.keep)
                 except Exception:  # the store's trouble: the route words it (503, ...)
                     scored = None
             out = None if scored is None else scored.out
