@@ -109,6 +109,24 @@ class IdIndex:
         if rebuild:  # (amortised: the next rebuild comes after as many ids again)
             self.rebuild_above = max(2 * len(self.table), _REBUILD_MIN)
 
+    def record(self, first: int, digests: list[np.ndarray]) -> None:
+        """Slates ``first``, ``first + 1``, ... (their ids' digests) were just added in
+        the write transaction this index was caught up in (caller holds ``lock``): take
+        them now rather than read them back at the next catch-up. If that transaction
+        fails, :meth:`forget` must follow (the numbers may be used again)."""
+        if not digests or first <= self.seen:
+            return
+        self.table.put(np.concatenate(digests),
+                       np.concatenate([(first + r) * _STRIDE + np.arange(len(d), dtype=np.int64)
+                                       for r, d in enumerate(digests)]))
+        self.seen = first + len(digests) - 1
+
+    def forget(self) -> None:
+        """Start over: the next catch-up reads every slate again."""
+        with self.lock:
+            self.table.clear()
+            self.seen = 0
+
     def locate(self, ids: list[str], digests: np.ndarray | None = None
                ) -> dict[str, tuple[int, int]]:
         """(slate, position) of each id the index knows (its slate may be gone since);
@@ -194,7 +212,9 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
     """Keep each group ``(items, shown, expires)`` (first payload per id) as one slate, in
     order: the items not kept already and unexpired at ``shown``, in order, while the
     model holds fewer than ``cap`` unexpired items. Returns how many each group kept.
-    Caller holds ``index.lock`` and caught it up in this (write) transaction.
+    Caller holds ``index.lock`` and caught it up in this (write) transaction; the new
+    slates go into the index here, so the caller must :meth:`IdIndex.forget` if the
+    transaction then fails.
 
     The whole call makes a fixed number of statements and numba calls, however many
     groups it has: each one lets the GIL go, and under concurrent requests every taking
@@ -221,6 +241,7 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
     added: dict[str, float] = {}  # id -> expiry, of the slates this call adds
     kept_here: list[tuple[float, int]] = []  # (expiry, items) of those slates
     rows: list[tuple[Any, ...]] = []
+    new_digests: list[np.ndarray] = []  # of each row
     out: list[int] = []
     at = 0  # where the group's ids begin in ``ids``
     for items, shown, expires in groups:
@@ -252,10 +273,14 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
             rows.append((mid, shown, expires, len(take), len(take),
                          json.dumps(kept, ensure_ascii=False), digests[take].tobytes(),
                          b"".join(payloads), ends.astype("<u4").tobytes()))
+            new_digests.append(digests[take])
     if rows:
         c.executemany("INSERT INTO slates (model, shown_at, expires_at, n, open, ids, digests, "
                       "payloads, ends) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         add_counts(c, mid, Counter({"pending": sum(r[3] for r in rows)}))
+        # AUTOINCREMENT numbers the rows of one writer's transaction one after another
+        (newest,) = c.execute("SELECT last_insert_rowid()").fetchone()
+        index.record(newest - len(rows) + 1, new_digests)
     return out
 
 

@@ -749,10 +749,16 @@ class SqliteStore:
         checked = [_checked_group(*group) for group in groups]
         cap = check_position(max_pending, "max_pending")
         # one transaction: concurrent /score requests share its commit (the fsync)
-        with self._guard("keep_impressions"), self._tx() as c:
-            mid, _ = self._model(c, name)
-            with self._index(c, name, mid) as index:
-                return impressions.keep_groups(c, index, mid, checked, cap, _EXPIRE_SLICE)
+        index: impressions.IdIndex | None = None
+        try:
+            with self._guard("keep_impressions"), self._tx() as c:
+                mid, _ = self._model(c, name)
+                with self._index(c, name, mid) as index:
+                    return impressions.keep_groups(c, index, mid, checked, cap, _EXPIRE_SLICE)
+        except BaseException:
+            if index is not None:  # it may hold slates that were rolled back
+                index.forget()
+            raise
 
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
         check_name(name)

@@ -201,3 +201,28 @@ def test_a_slate_all_claimed_is_due_again_when_an_item_goes_back_to_pending(
         assert [i for i, _ in s.due_impressions("m", ["timing_out"], 50, 13, 9)] == ["b"]
     finally:
         s.close()
+
+
+def test_a_keep_that_fails_after_taking_its_slates_into_the_index_is_forgotten(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keep puts its new slates into the id index before its commit; if the
+    transaction then fails, their numbers are used again by the next keep, whose ids must
+    still be found (the index starts over)."""
+    store = SqliteStore(tmp_path / "s.db")
+    store.create_model("m", CONFIG)
+    assert store.keep_impression_groups("m", [([("a", b"1")], 10.0, 100.0)], 10) == [1]
+    record = impressions.IdIndex.record
+
+    def record_then_fail(self: impressions.IdIndex, first: int, digests: Any) -> None:
+        record(self, first, digests)
+        raise sqlite3.OperationalError("disk I/O error")  # as a commit that fails
+
+    monkeypatch.setattr(impressions.IdIndex, "record", record_then_fail)
+    with pytest.raises(Exception, match="disk I/O error"):
+        store.keep_impression_groups("m", [([("b", b"2")], 11.0, 100.0)], 10)
+    monkeypatch.undo()
+    assert store.keep_impression_groups("m", [([("c", b"3")], 12.0, 100.0)], 10) == [1]
+    assert store.get_impressions("m", ["a", "b", "c"], 13.0) == {
+        "a": Impression(b"1", 10.0, 100.0, "pending"),
+        "c": Impression(b"3", 12.0, 100.0, "pending")}
+    store.close()
