@@ -243,37 +243,51 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
     rows: list[tuple[Any, ...]] = []
     new_digests: list[np.ndarray] = []  # of each row
     out: list[int] = []
+    # The common case, ids never seen before (uuids): each group takes its first items
+    # while there is room, with no look at each id.
+    unseen = not where and len(set(ids)) == len(ids)
     at = 0  # where the group's ids begin in ``ids``
     for items, shown, expires in groups:
         room = cap - (held + sum(n for e, n in lapsing if e > shown)
                       + sum(n for e, n in kept_here if e > shown))
-        take: list[int] = []  # positions in ``ids``
-        for k, item_id in enumerate(items, at):
-            if len(take) >= room:
-                break
-            if item_id in added:
-                if added[item_id] > shown:
-                    continue
-            elif item_id in where and expiry.get(where[item_id][0], shown) > shown:
-                continue  # kept already, and not expired: left as it is
-            take.append(k)
+        take: list[int] | range  # positions in ``ids``
+        if unseen:
+            take = range(at, at + max(0, min(room, len(items))))
+        else:
+            take = []
+            for k, item_id in enumerate(items, at):
+                if len(take) >= room:
+                    break
+                if item_id in added:
+                    if added[item_id] > shown:
+                        continue
+                elif item_id in where and expiry.get(where[item_id][0], shown) > shown:
+                    continue  # kept already, and not expired: left as it is
+                take.append(k)
         at += len(items)
         out.append(len(take))
         if not take:
             continue
-        kept = [ids[k] for k in take]
-        payloads = [items[i] for i in kept]
+        if isinstance(take, range):
+            kept = ids[take.start:take.stop]
+            payloads = list(items.values())[:len(take)]
+            picked = digests[take.start:take.stop]
+        else:
+            kept = [ids[k] for k in take]
+            payloads = [items[i] for i in kept]
+            picked = digests[take]
         ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
         if ends[-1] >= 1 << 32:
             raise ValueError("one request's impressions must take less than 4 GiB")
-        for i in kept:
-            added[i] = expires
+        if not unseen:  # (else no later group holds these ids)
+            for i in kept:
+                added[i] = expires
         kept_here.append((expires, len(take)))
         if expires > last:  # (else expired by the call's last showing: deleted at once)
             rows.append((mid, shown, expires, len(take), len(take),
-                         json.dumps(kept, ensure_ascii=False), digests[take].tobytes(),
+                         json.dumps(kept, ensure_ascii=False), picked.tobytes(),
                          b"".join(payloads), ends.astype("<u4").tobytes()))
-            new_digests.append(digests[take])
+            new_digests.append(picked)
     if rows:
         c.executemany("INSERT INTO slates (model, shown_at, expires_at, n, open, ids, digests, "
                       "payloads, ends) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)

@@ -861,27 +861,21 @@ def _check_ids(ids: Sequence[str]) -> list[str]:
 def _checked_group(items: Sequence[tuple[str, bytes]], shown_at: float,
                    expires_at: float) -> tuple[dict[str, bytes], float, float]:
     """One keep's arguments checked: the first payload of each id, shown_at, expires_at."""
-    pairs = _check_items(items)
+    first: dict[str, bytes] = {}
+    for i, (item_id, payload) in enumerate(items):
+        if not isinstance(item_id, str):
+            raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
+        if type(payload) is not bytes:
+            if isinstance(payload, str):
+                raise TypeError(f"impression payload {i} must be bytes; got str")
+            payload = bytes(payload)
+        if item_id not in first:  # a repeat is kept already: the first counts
+            first[item_id] = payload
     shown = _check_time(shown_at, "shown_at")
     expires = _check_time(expires_at, "expires_at")
     if expires <= shown:
         raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
-    first: dict[str, bytes] = {}
-    for item_id, payload in pairs:
-        first.setdefault(item_id, payload)  # a repeat is kept already: the first counts
     return first, shown, expires
-
-
-def _check_items(items: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-    """The (id, payload) pairs: ids str, payloads bytes-like (TypeError otherwise)."""
-    out = []
-    for i, (item_id, payload) in enumerate(items):
-        if not isinstance(item_id, str):
-            raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
-        if isinstance(payload, str):
-            raise TypeError(f"impression payload {i} must be bytes; got str")
-        out.append((item_id, bytes(payload)))
-    return out
 
 
 def _check_status(status: str, what: str) -> str:
