@@ -165,9 +165,27 @@ def test_readyz_waits_for_the_kernels_on_an_empty_numba_cache(tmp_path):
                 time.sleep(0.1)
         assert r.status_code == 503 and r.json()["kernels"] == "compiling", r.text
         assert r.json()["models_recovered"] is True
+        # and on an empty cache a helper process compiles beside it (test_warmup.py:
+        # not on a filled one)
+        while not any("aucstream.service.warmup" in cmd for cmd in _children(proc.pid)):
+            assert time.monotonic() < deadline + 60, "no helper compiler started"
+            time.sleep(0.1)
     finally:
         proc.kill()  # the helper compiler notices its parent is gone and stops
         proc.wait(timeout=30)
+
+
+def _children(pid: int) -> list[str]:
+    """Command lines of the processes whose parent is ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                out.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return out
 
 
 def test_a_request_http_cannot_parse_gets_400_in_the_error_body(server):
