@@ -128,6 +128,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import threading
 import time
 import urllib.parse
@@ -702,7 +703,8 @@ end
 """
 
 # ARGV: max_pending, slice, then per request kept: shown_at, expires_at, msgpack [id,
-# payload, id, payload, ...]. Each request is kept as a call of its own would keep it after
+# record, id, record, ...] (each the impression's record, status pending, packed by the
+# client rather than here). Each request is kept as a call of its own would keep it after
 # the ones before (one call for the requests that came together: one round trip, and with
 # appendfsync always one fsync). Returns -1 if no model, else how many each newly kept.
 _KEEP_IMP = "#!lua" + _IMP_LIB + """
@@ -742,7 +744,7 @@ local function keep(shown_s, expires_s, packed)
       if fresh then
         seen[id] = true
         fields[#fields + 1] = id
-        fields[#fields + 1] = cmsgpack.pack({items[c + 2 * k - 1], now, expires, NAMES[1]})
+        fields[#fields + 1] = items[c + 2 * k - 1]  -- its record, packed by the client
         shown[#shown + 1] = shown_s
         shown[#shown + 1] = id
         exp[#exp + 1] = expires_s
@@ -1481,7 +1483,8 @@ class RedisStore:
             expires = _check_time(expires_at, "expires_at")
             if expires <= shown:
                 raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
-            flat = [x for pair in pairs for x in pair]
+            flat = [x for item_id, payload in pairs
+                    for x in (item_id, _record(payload, shown, expires))]
             args += [repr(shown), repr(expires), msgpack.packb(flat, use_bin_type=False)]
         with self._guard("keep_impressions"):
             kept = self._keep_imp(keys=keys, args=args)
@@ -1560,6 +1563,21 @@ def _result(record: bytes, payload: bytes) -> AppendResult:
         return AppendResult(entry=None, duplicates=skip, version=int(start))
     entry = LogEntry(start=int(start), end=int(end), payload=payload, skip=skip)
     return AppendResult(entry=entry, duplicates=skip, version=int(end))
+
+
+def _record(payload: bytes, shown_at: float, expires_at: float) -> bytes:
+    """A pending impression's record, msgpack [payload, shown_at, expires_at, "pending"]:
+    the bytes ``msgpack.packb`` gives with ``use_bin_type=False``, put together here (one
+    join an item, not a packer call)."""
+    n = len(payload)
+    if n < 32:
+        head = bytes((0x94, 0xA0 | n))
+    elif n < 1 << 16:  # (no str 8 in the raw spec that use_bin_type=False follows)
+        head = b"\x94\xda" + n.to_bytes(2, "big")
+    else:
+        head = b"\x94\xdb" + n.to_bytes(4, "big")
+    return b"".join((head, payload, b"\xcb", struct.pack(">d", shown_at), b"\xcb",
+                     struct.pack(">d", expires_at), b"\xa7pending"))
 
 
 def _impression(rec: bytes) -> Impression:

@@ -8,7 +8,7 @@ import msgpack
 import pytest
 
 from aucstream.service.store import RedisStore
-from aucstream.service.store.redis_store import _IMP_KEYS
+from aucstream.service.store.redis_store import _IMP_KEYS, _record
 from tests.redis_servers import RedisCluster, RedisServer, fast_redis_store
 
 
@@ -61,8 +61,8 @@ def test_key_layout(redis_server: RedisServer) -> None:
         assert r.hget("lay:{m}:meta", "end") == b"2"
         # impressions: id -> msgpack [payload, shown_at, expires_at, status]; per status
         # a zset by shown_at and one by expires_at
-        assert msgpack.unpackb(r.hget("lay:{m}:imp", "i1"), raw=True) == [
-            b"\x00row1", 1000.5, 1060.5, b"pending"]
+        assert r.hget("lay:{m}:imp", "i1") == msgpack.packb(  # (packed by the client)
+            [b"\x00row1", 1000.5, 1060.5, "pending"], use_bin_type=False)
         assert msgpack.unpackb(r.hget("lay:{m}:imp", "i2"), raw=True)[3] == b"labelled"
         assert r.zrange("lay:{m}:imp:shown:pending", 0, -1, withscores=True) == [(b"i1", 1000.5)]
         assert r.zrange("lay:{m}:imp:exp:pending", 0, -1, withscores=True) == [(b"i1", 1060.5)]
@@ -139,3 +139,14 @@ def test_a_model_lives_in_one_cluster_slot(redis_cluster: RedisCluster, name: st
     finally:
         r.close()
         store.close()
+
+
+@pytest.mark.parametrize("size", [0, 1, 31, 32, 255, 256, 65_535, 65_536])
+def test_a_pending_record_is_msgpacks_own(size: int) -> None:
+    """The keep script stores the records the client puts together: byte for byte what
+    msgpack packs (raw, no bin type: what the scripts' cmsgpack reads), at every size of
+    header."""
+    payload = bytes(k % 251 for k in range(size))
+    for shown, expires in ((1000.0, 1000.5), (1.7e9 + 0.123, 1.7e9 + 3600.123), (5e-324, 1e308)):
+        assert _record(payload, shown, expires) == msgpack.packb(
+            [payload, shown, expires, "pending"], use_bin_type=False)
