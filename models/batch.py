@@ -515,7 +515,8 @@ class FBAM(_Retrained):
         b = self.params["bandwidth"]
         if b == 0.0:
             n = min(int(s["n_seen_"].sum()), BANDWIDTH_EVENTS)
-            b = float(s["moments_"][1].sum()) / n
+            with np.errstate(over="ignore"):  # each column finite, their sum may not be
+                b = float(s["moments_"][1].sum()) / n
             if not math.isfinite(b):
                 raise FloatingPointError(f"{self.name}: the bandwidth overflowed")
             if b == 0.0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -440,3 +441,17 @@ def test_the_contract_holds_on_every_path(monkeypatch, variant, test, extra):
         fn(name, **extra)
     else:
         fn(name, **extra)
+
+
+def test_fbam_refuses_rows_whose_spread_overflows_only_in_its_sum() -> None:
+    """Each column's spread finite, their sum not: the data-driven bandwidth would
+    overflow, and the batch is refused whole, with no numpy warning on the way (the
+    poison test's ±1e154 rows met this)."""
+    a = 5.9e153  # two rows ±a: a column's spread 2a² is finite, three columns' sum is not
+    lrn = models.create("fbam", n_features=3, seed=0, retrain_every=2)
+    X = np.array([[a, a, a], [-a, -a, -a]] * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(models.NonFiniteError):
+            lrn.learn(X, np.array([0, 1] * 2))
+    assert lrn.get_state()["n_seen_"].sum() == 0
