@@ -143,8 +143,9 @@ def _join(host: ModelHost, model: HostedModel, events: list[Event], label_only: 
     m = host.metrics
     if joined.rows:
         m.labels_joined.labels(model.name).inc(len(joined.rows))
+        delays = m.label_delay.labels(model.name)  # (a labels() lookup costs an observe)
         for delay in joined.delays:
-            m.label_delay.labels(model.name).observe(delay)
+            delays.observe(delay)
     if joined.unmatched:
         m.labels_unmatched.labels(model.name).inc(len(joined.unmatched))
     return (batch, y, ids, order, joined.unmatched, joined.late_duplicates, joined.served,
