@@ -162,6 +162,9 @@ def test_timeout_negatives_are_learned_exactly_once(app_client, replicas):
     assert r == {"accepted": 0, "duplicates": 2, "version": 31, "unmatched": []}
     metrics = a.get("/metrics").text
     assert 'aucstream_impressions{model="h",status="timed_out"} 27.0' in metrics
+    # every join observed its label's delay once (3 in time, then imp10's two late joins)
+    assert 'aucstream_labels_joined_total{model="h"} 5.0' in metrics
+    assert 'aucstream_label_delay_seconds_count{model="h"} 5.0' in metrics
 
 
 def test_scoring_without_ids_keeps_nothing(app_client):
