@@ -1129,14 +1129,15 @@ class ModelHost:
         except StoreUnavailable as exc:
             log.debug("model %s: could not wake its owner %s: %s", model.name, owner, exc)
 
-    def keep_impressions(self, model: HostedModel, items: list[tuple[str, bytes]],
-                         shown_at: float, expires_at: float) -> int:
-        """Keep one /score request's impressions; how many were kept (blocking: for the
-        route's worker thread)."""
+    def keep_impressions(self, model: HostedModel, jobs: list[KeepJob]) -> list[int]:
+        """Keep /score requests' impressions in one store call; how many each kept
+        (blocking: from a worker thread)."""
         assert model.feedback is not None
-        return self.store.keep_impression_groups(
-            model.name, [(items, shown_at, expires_at)],
-            max_pending=model.feedback.max_pending)[0]
+        kept = self.store.keep_impression_groups(
+            model.name, [job.pack() for job in jobs], max_pending=model.feedback.max_pending)
+        for job, n in zip(jobs, kept, strict=True):
+            job.kept(n)
+        return list(kept)
 
     async def keep_impressions_together(self, model: HostedModel, job: KeepJob) -> int:
         """Keep one /score request's impressions from the event loop; how many were kept.
@@ -1145,16 +1146,8 @@ class ModelHost:
         assert model.feedback is not None
         keeper = model.keeper
         if keeper is None:
-            keeper = model.keeper = GroupWriter(partial(self._keep_group, model))
+            keeper = model.keeper = GroupWriter(partial(self.keep_impressions, model))
         return await keeper.submit(job)
-
-    def _keep_group(self, model: HostedModel, jobs: list[KeepJob]) -> list[int]:
-        assert model.feedback is not None
-        kept = self.store.keep_impression_groups(
-            model.name, [job.pack() for job in jobs], max_pending=model.feedback.max_pending)
-        for job, n in zip(jobs, kept, strict=True):
-            job.kept(n)
-        return list(kept)
 
     # ------------------------------------------------------------------ ownership
     def announce(self) -> None:

@@ -136,13 +136,9 @@ def _score(body: bytes, host: ModelHost, settings: Settings) -> ScoreResponse:
 def _keep(host: ModelHost, model: HostedModel, batch: EncodedBatch,
           ids: list[str | None], out: ScoreResponse) -> int:
     """Keep the scored items that have an id, for their labels; how many were kept."""
-    job = _Keep(host, model, batch, ids, out)
-    items, shown, expires = job.pack()
-    if not items:
+    if all(i is None for i in ids):
         return 0
-    kept = host.keep_impressions(model, items, shown, expires)
-    job.kept(kept)
-    return kept
+    return host.keep_impressions(model, [_Keep(host, model, batch, ids, out)])[0]
 
 
 @router.post(
