@@ -1,17 +1,20 @@
 """What keeping impressions costs the store itself, as a model fills up.
 
 The ad-click feed's rows, encoded and packed as /score keeps them (hashed 2^20, 100 per
-request; ids random 128-bit hex, as uuids, unless ``--sequential-ids``), kept through
-``Store.keep_impression_groups`` in groups of ``--group`` requests (the group commit of
+request, or ``--items``; ids random 128-bit hex, as uuids, unless ``--sequential-ids``),
+kept through ``Store.keep_impression_groups`` in groups of ``--group`` requests (the group commit of
 concurrent /score requests) until the model holds ``--prefill`` impressions; then timed:
 
-- keep: milliseconds per 100-item request over the next ``--group`` × 40 requests;
+- keep: milliseconds per request over the next ``--group`` × 40 requests;
 - labels: items per second found and claimed by id (``get_impressions`` then
   ``claim_impressions``, batches of 500 ids drawn at random from everything kept, as
   clicks arrive for scattered requests), through a second store object on the same
   backend (another process's view: its own id index, read from the store first).
 
     python -m bench.impression_store [--redis] [--prefill 200000 1000000] [--group 16]
+                                     [--items 100]
+
+``--items 1`` is a fraud check's request (one event scored): one slate per item.
 """
 
 from __future__ import annotations
@@ -37,15 +40,16 @@ from loadtest.feed import AdClickFeed
 MODEL = "bench-impressions"
 
 
-def _requests(n: int, sequential: bool, seed: int = 7) -> list[list[tuple[str, bytes]]]:
+def _requests(n: int, sequential: bool, seed: int = 7, items: int = 100
+              ) -> list[list[tuple[str, bytes]]]:
     enc = FeatureEncoder({"kind": "hashed", "bits": 20})
     feed = AdClickFeed(seed=seed)
     rng = random.Random(seed)
     out = []
     for a in range(0, n, 10_000):
         events = feed.events(a, min(n, a + 10_000))
-        for b in range(0, len(events), 100):
-            chunk = events[b:b + 100]
+        for b in range(0, len(events), items):
+            chunk = events[b:b + items]
             batch = enc.encode([{"features": e["features"]} for e in chunk])
             ids = ([e["id"] for e in chunk] if sequential else  # (uuid4-like otherwise)
                    [f"{rng.getrandbits(128):032x}" for _ in chunk])
@@ -53,22 +57,23 @@ def _requests(n: int, sequential: bool, seed: int = 7) -> list[list[tuple[str, b
     return out
 
 
-def measure(make: Callable[[], Store], prefill: int, group: int, sequential: bool
-            ) -> tuple[float, float]:
+def measure(make: Callable[[], Store], prefill: int, group: int, sequential: bool,
+            items: int = 100) -> tuple[float, float]:
     timed = 40 * group
-    reqs = _requests(prefill + timed * 100, sequential)
+    reqs = _requests(prefill + timed * items, sequential, items=items)
     store: Store = make()
     store.create_model(MODEL, {"learner": "solam"})
-    cap = 10 * (prefill + timed * 100)
+    cap = 10 * (prefill + timed * items)
+    held = prefill // items  # requests
     t_report = time.monotonic()
-    for a in range(0, prefill // 100, group):
+    for a in range(0, held, group):
         now = time.time()
         store.keep_impression_groups(
-            MODEL, [(r, now, now + 86_400) for r in reqs[a:min(a + group, prefill // 100)]], cap)
+            MODEL, [(r, now, now + 86_400) for r in reqs[a:min(a + group, held)]], cap)
         if time.monotonic() - t_report > 10:
-            print(f"  prefill {a * 100:,} of {prefill:,}", file=sys.stderr, flush=True)
+            print(f"  prefill {a * items:,} of {prefill:,}", file=sys.stderr, flush=True)
             t_report = time.monotonic()
-    rest = reqs[prefill // 100:]
+    rest = reqs[held:]
     t0 = time.perf_counter()
     for a in range(0, len(rest), group):
         now = time.time()
@@ -99,13 +104,14 @@ def main(argv: list[str] | None = None) -> int:
                    "(AOF, appendfsync always) instead of an SQLite file")
     p.add_argument("--prefill", type=int, nargs="+", default=[200_000, 1_000_000])
     p.add_argument("--group", type=int, default=16)
+    p.add_argument("--items", type=int, default=100, help="items per /score request")
     p.add_argument("--sequential-ids", action="store_true", help="the feed's ids (ad7-0, "
                    "ad7-1, ...) instead of random 128-bit hex ids, as ad servers' uuids")
     args = p.parse_args(argv)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `python -m "
           f"bench.impression_store {' '.join(argv if argv is not None else sys.argv[1:])}`; "
           f"{'Redis' if args.redis else 'SQLite'}; {cpu_model()}; {code_version()}\n")
-    print("| kept before | keep ms per 100-item request | labels by id per s |")
+    print(f"| kept before | keep ms per {args.items}-item request | labels by id per s |")
     print("|---|---|---|")
     for prefill in args.prefill:
         with tempfile.TemporaryDirectory(prefix="aucstream-bench-imp-") as tmp:
@@ -118,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 make = partial(SqliteStore.in_dir, Path(tmp) / "data")
             try:
-                keep_ms, labels = measure(make, prefill, args.group, args.sequential_ids)
+                keep_ms, labels = measure(make, prefill, args.group, args.sequential_ids,
+                                          args.items)
             finally:
                 if redis is not None:
                     redis.stop()

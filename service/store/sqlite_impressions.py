@@ -79,6 +79,19 @@ _IN_CHUNK = 500  # values per "IN (...)", well under SQLite's variable limit
 _REBUILD_MIN = 1 << 16  # ids an index holds before it may be rebuilt to forget deleted ones
 
 
+# Both look slates up by rowid. The unary ``+`` keeps SQLite from using the model's
+# expiry index instead (its choice for an equality on an indexed column): that walks
+# every (unexpired) slate the model holds, and with one slate per kept request of one
+# item a keep took 16 ms at 200,000 slates (0.34 ms by rowid).
+SLATES_SINCE = "SELECT id, digests FROM slates WHERE id > ? AND +model = ? ORDER BY id"
+
+
+def live_slates(columns: str, n: int) -> str:
+    """SELECT ``columns`` of the ``n`` slates given by id, of a model, unexpired at a time."""
+    return (f"SELECT {columns} FROM slates WHERE id IN ({', '.join('?' * n)}) "
+            "AND +model = ? AND +expires_at > ?")
+
+
 class IdIndex:
     """One model's kept ids -> ``slate * 2^24 + position``, read up to slate ``seen``."""
 
@@ -97,8 +110,7 @@ class IdIndex:
         if rebuild:  # maybe mostly deleted slates' ids: start over
             self.table.clear()
             self.seen = 0
-        rows = c.execute("SELECT id, digests FROM slates WHERE model = ? AND id > ? "
-                         "ORDER BY id", (mid, self.seen)).fetchall()
+        rows = c.execute(SLATES_SINCE, (self.seen, mid)).fetchall()
         if not rows:
             return
         digs = np.frombuffer(b"".join(r[1] for r in rows), "<u8").reshape(-1, 2)
@@ -158,9 +170,7 @@ def _live(c: sqlite3.Connection, mid: int, slates: Iterable[int], now: float,
     """The rows (``columns``, the id first) of ``slates`` that exist and are unexpired."""
     out: dict[int, tuple[Any, ...]] = {}
     for chunk in _chunks(sorted(set(slates))):
-        for row in c.execute(
-                f"SELECT {columns} FROM slates WHERE model = ? AND expires_at > ? AND id IN "
-                f"({', '.join('?' * len(chunk))})", (mid, now, *chunk)):
+        for row in c.execute(live_slates(columns, len(chunk)), (*chunk, mid, now)):
             out[row[0]] = row
     return out
 

@@ -226,3 +226,14 @@ def test_a_keep_that_fails_after_taking_its_slates_into_the_index_is_forgotten(
         "a": Impression(b"1", 10.0, 100.0, "pending"),
         "c": Impression(b"3", 12.0, 100.0, "pending")}
     store.close()
+
+
+@pytest.mark.parametrize("sql", [impressions.SLATES_SINCE, impressions.live_slates("id", 3)])
+def test_slates_are_looked_up_by_rowid_not_by_walking_the_models_expiry_index(
+        tmp_path: Path, sql: str) -> None:
+    SqliteStore(tmp_path / "s.sqlite3").close()  # (the schema, with its indexes)
+    with sqlite3.connect(tmp_path / "s.sqlite3") as c:
+        plan = " ".join(r[-1] for r in c.execute("EXPLAIN QUERY PLAN " + sql,
+                                                 (1,) * sql.count("?")))
+    assert "USING INTEGER PRIMARY KEY" in plan, plan
+    assert "slates_expiry" not in plan and "TEMP B-TREE" not in plan, plan
