@@ -13,7 +13,9 @@ write turn queue up, and the next turn commits all queued appends in one transac
 one fsync for many requests under concurrency, each append still all or nothing.
 
 Tables: ``models`` (a fresh integer id per creation, the config, the log end),
-``log`` (one row per entry), ``event_ids`` (id -> position: the dedup window),
+``log`` (one row per entry), ``id_log``, ``id_windows`` and ``id_released`` (the dedup
+window: the digests of each append's ids, and what is forgotten; see
+service/store/sqlite_ids.py, which also keeps each process's copy of it in memory),
 ``checkpoints``, ``slates`` and ``slate_claims`` (kept impressions: one row per kept
 /score request, and the items whose status moved; see service/store/sqlite_impressions.py,
 which also keeps each process's in-memory id index), ``impression_counts`` (kept items per
@@ -45,6 +47,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
+from aucstream.service.store import sqlite_ids
 from aucstream.service.store import sqlite_impressions as impressions
 from aucstream.service.store.base import (
     IMPRESSION_STATUSES,
@@ -68,9 +71,10 @@ from aucstream.service.store.base import (
 __all__ = ["SqliteStore"]
 
 FILENAME = "aucstream.sqlite3"
-_SCHEMA_VERSION = 2  # 2: impressions in slates (version 1's per-item rows migrate)
-_IN_CHUNK = 500  # ids per "IN (...)" lookup, well under SQLite's variable limit
-_TRIM_SLICE = 5_000  # event positions whose ids one trim transaction drops
+# 2: impressions in slates (version 1's per-item rows migrate); 3: the dedup window as a
+# log of digests (version 2's event_ids rows migrate)
+_SCHEMA_VERSION = 3
+_TRIM_SLICE = 50_000  # event positions whose id_log rows one trim transaction deletes
 _EXPIRE_SLICE = 200  # expired slates (kept requests) a keep or claim deletes, at most
 
 _SCHEMA = (
@@ -89,13 +93,8 @@ _SCHEMA = (
         skip TEXT NOT NULL,
         PRIMARY KEY (model, end_pos)
     )""",
-    """CREATE TABLE IF NOT EXISTS event_ids (
-        model INTEGER NOT NULL,
-        event_id TEXT NOT NULL,
-        pos INTEGER NOT NULL,
-        PRIMARY KEY (model, event_id)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX IF NOT EXISTS event_ids_pos ON event_ids (model, pos)",
+    # the dedup window (service/store/sqlite_ids.py)
+    *sqlite_ids.SCHEMA,
     """CREATE TABLE IF NOT EXISTS pins (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         model INTEGER NOT NULL,
@@ -138,15 +137,6 @@ _SCHEMA = (
 )
 
 
-def _has_json_each(c: sqlite3.Connection) -> bool:
-    """Whether this SQLite has the JSON functions (built in since 3.38, usually before)."""
-    try:
-        c.execute("SELECT count(*) FROM json_each('[1]')").fetchone()
-    except sqlite3.OperationalError:
-        return False
-    return True
-
-
 class SqliteStore:
     """The durable log in one SQLite file.
 
@@ -169,7 +159,8 @@ class SqliteStore:
         self._jobs: list[_AppendJob] = []  # appends waiting for a write turn
         self._pid = os.getpid()
         self._closed = False
-        self._json_each = False  # set on opening: whether ids can go in one statement
+        # model name -> this process's copy of its dedup window (used under the write turn)
+        self._id_logs: dict[str, sqlite_ids.IdLog] = {}
         # model name -> (its id, the id index of its kept impressions)
         self._indexes: dict[str, tuple[int, impressions.IdIndex]] = {}
         with self._guard("open"):
@@ -184,8 +175,8 @@ class SqliteStore:
                 for stmt in _SCHEMA:
                     c.execute(stmt)
                 impressions.migrate_rows(c)
+                sqlite_ids.migrate_event_ids(c)
                 c.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                self._json_each = _has_json_each(c)
 
     @classmethod
     def in_dir(cls, data_dir: str | Path, *, busy_timeout: float = 10.0) -> SqliteStore:
@@ -358,8 +349,9 @@ class SqliteStore:
         check_name(name)
         with self._guard("delete_model"), self._tx() as c:
             mid, _ = self._model(c, name)
-            for table in ("log", "event_ids", "checkpoints", "pins", "impression_counts"):
+            for table in ("log", "checkpoints", "pins", "impression_counts"):
                 c.execute(f"DELETE FROM {table} WHERE model = ?", (mid,))
+            sqlite_ids.drop_model(c, mid)
             impressions.drop_model(c, mid)
             c.execute("DELETE FROM models WHERE id = ?", (mid,))
             # the lease goes, its last token stays (the row is keyed by the name)
@@ -367,6 +359,7 @@ class SqliteStore:
                       (name,))
         with self._lock:
             self._indexes.pop(name, None)
+            self._id_logs.pop(name, None)
 
     def append(self, name: str, payload: bytes, event_ids: Sequence[str | None]) -> AppendResult:
         check_name(name)
@@ -417,6 +410,7 @@ class SqliteStore:
                     for j in batch:
                         j.result = None
                         j.error = exc
+                        self._id_logs.pop(j.name, None)  # it may hold ids rolled back
                     raise
                 finally:
                     for j in batch:
@@ -428,70 +422,19 @@ class SqliteStore:
         mid, start = self._model(c, name)
         if not ids:
             return AppendResult(entry=None, duplicates=(), version=start)
-        if not self._insert_fresh_ids(c, mid, start, ids):
-            return self._append_with_duplicates(c, mid, start, data, ids)
-        end = start + len(ids)
-        self._insert_entry(c, mid, start, end, data, ())
-        return AppendResult(entry=LogEntry(start=start, end=end, payload=data, skip=()),
-                            duplicates=(), version=end)
-
-    def _insert_fresh_ids(self, c: sqlite3.Connection, mid: int, start: int,
-                          ids: list[str | None]) -> bool:
-        """Record every id of a request none of whose ids was seen (the common case) in
-        one statement; False, with nothing written, when any id repeats.
-
-        One statement, not one per id: sqlite3 releases the GIL around every step, and
-        under concurrent requests each of 500 re-acquisitions queued behind the other
-        threads while this one held the store's write turn.
-        """
-        if all(eid is None for eid in ids):
-            return True
-        if not self._json_each:  # an SQLite built without JSON: the per-row path
-            return False
-        try:
-            # a failed statement is backed out alone (ABORT); the transaction goes on
-            c.execute(
-                "INSERT INTO event_ids (model, event_id, pos) "
-                "SELECT ?, value, ? + key + 1 FROM json_each(?) WHERE value IS NOT NULL",
-                (mid, start, json.dumps(ids, ensure_ascii=False)),
-            )
-        except sqlite3.IntegrityError:
-            return False
-        return True
-
-    def _append_with_duplicates(self, c: sqlite3.Connection, mid: int, start: int,
-                                data: bytes, ids: list[str | None]) -> AppendResult:
-        """An append some of whose ids were seen before (a retry) or repeat in it."""
-        distinct = list(dict.fromkeys(eid for eid in ids if eid is not None))
-        known: set[str] = set()
-        for i in range(0, len(distinct), _IN_CHUNK):
-            chunk = distinct[i : i + _IN_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            known.update(
-                r[0]
-                for r in c.execute(
-                    f"SELECT event_id FROM event_ids WHERE model = ? AND event_id IN ({marks})",
-                    (mid, *chunk),
-                )
-            )
-        pos = start
         skip: list[int] = []
-        new: list[tuple[int, str, int]] = []
-        for i, eid in enumerate(ids):
-            if eid is None:
-                pos += 1
-            elif eid in known:
-                skip.append(i)
-            else:
-                known.add(eid)
-                pos += 1
-                new.append((mid, eid, pos))
-        if pos == start:
+        end = start + len(ids)
+        if any(i is not None for i in ids):
+            log = self._id_logs.get(name)
+            if log is None or log.mid != mid:  # (a model made again under the name)
+                log = self._id_logs[name] = sqlite_ids.IdLog(mid)
+            log.sync(c)
+            skip, end = log.append(c, start, ids)
+        if end == start:
             return AppendResult(entry=None, duplicates=tuple(skip), version=start)
-        c.executemany("INSERT INTO event_ids (model, event_id, pos) VALUES (?, ?, ?)", new)
-        self._insert_entry(c, mid, start, pos, data, skip)
-        entry = LogEntry(start=start, end=pos, payload=data, skip=tuple(skip))
-        return AppendResult(entry=entry, duplicates=entry.skip, version=pos)
+        self._insert_entry(c, mid, start, end, data, skip)
+        entry = LogEntry(start=start, end=end, payload=data, skip=tuple(skip))
+        return AppendResult(entry=entry, duplicates=entry.skip, version=end)
 
     @staticmethod
     def _insert_entry(c: sqlite3.Connection, mid: int, start: int, end: int, data: bytes,
@@ -526,8 +469,7 @@ class SqliteStore:
         end = check_position(end, "end")
         with self._guard("release_ids"), self._tx() as c:
             mid, _ = self._model(c, name)
-            c.execute("DELETE FROM event_ids WHERE model = ? AND pos > ? AND pos <= ?",
-                      (mid, start, end))
+            sqlite_ids.release(c, mid, start, end)
 
     def read_log(self, name: str, after: int, limit: int | None = None) -> list[LogEntry]:
         check_name(name)
@@ -600,17 +542,15 @@ class SqliteStore:
                 return
             upto = min(upto, int(row[0]))
             c.execute("DELETE FROM log WHERE model = ? AND end_pos <= ?", (mid, upto))
-            first = c.execute("SELECT MIN(pos) FROM event_ids WHERE model = ?", (mid,)).fetchone()
-        # Ids go in slices, each its own short write: dropping a second's worth of ids
-        # (100k at full load) in one transaction held the write turn for ~90 ms, stalling
-        # every append meanwhile. A slice left undone is done by the next trim.
-        drop = upto - keep_ids
-        lo = first[0]
+            drop = upto - keep_ids
+            lo = sqlite_ids.raise_floor(c, mid, drop)  # (forgotten from here on)
+        # The forgotten ids' rows go in slices, each its own short write, not to hold the
+        # write turn long. A slice left undone is done by the next trim.
         while lo is not None and lo <= drop:
             hi = min(lo + _TRIM_SLICE - 1, drop)
             with self._guard("trim"), self._tx() as c:
                 self._fence(c, name, token, "trim")
-                c.execute("DELETE FROM event_ids WHERE model = ? AND pos <= ?", (mid, hi))
+                sqlite_ids.drop_below(c, mid, hi)
             lo = hi + 1
 
     # -- leases and the replica registry ---------------------------------------------

@@ -12,7 +12,7 @@ from aucstream.service.store import SqliteStore, Store
 from tests.redis_servers import fast_redis_store
 
 
-@pytest.fixture(params=["sqlite", "sqlite-nojson", "redis", "redis-cluster"])
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
     """Opens stores on one fresh backend: the same SQLite file, or the same key prefix."""
     opened: list[Store] = []
@@ -25,10 +25,8 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
 
     def make() -> Store:
         s: Store
-        if request.param.startswith("sqlite"):
+        if request.param == "sqlite":
             s = SqliteStore.in_dir(tmp_path / "data")
-            if request.param == "sqlite-nojson":  # as on an SQLite built without JSON
-                s._json_each = False
         else:
             s = fast_redis_store(url, prefix)
         opened.append(s)
