@@ -289,7 +289,10 @@ class HostedModel:
         # this process): a per-process view, like the counters, not part of the state
         self.served_auc = models.RollingAUC(config["rolling_window"])
         self._served_lock = threading.Lock()
-        self.request_auc = RequestAUC()  # per-request (group) AUC, per process too
+        # per-request (group) AUC, per process too; a request's items can get labels
+        # until their impressions expire
+        self.request_auc = RequestAUC(
+            expire_s=math.inf if self.feedback is None else self.feedback.window_s)
         # compact: the learner is sized to the hashed columns seen (feature_index.py)
         self.index = FeatureIndex() if config.get("compact") else None
         self.learner = models.create(

@@ -180,21 +180,38 @@ def test_scoring_without_ids_keeps_nothing(app_client):
 def test_request_auc_averages_the_requests_whose_items_all_got_labels():
     from aucstream.service.feedback import RequestAUC
 
-    r = RequestAUC(max_open=2)
-    r.shown(["a1", "a2", "a3"], [0.9, 0.5, 0.1])
-    r.shown(["b1", "b2"], [0.2, 0.8])
+    r = RequestAUC(max_items=5, expire_s=100)
+    r.shown(["a1", "a2", "a3"], [0.9, 0.5, 0.1], now=0)
+    r.shown(["b1", "b2"], [0.2, 0.8], now=1)
     r.labelled(["a1", "a2"], [1, -1])
     assert r.completed == 0  # a3 still waits
     r.labelled(["a3", "b1", "b2"], [1, 1, -1])  # a: 1 of 2 pairs right; b: 0 of 1
     assert r.completed == 2 and r.value == pytest.approx(0.25)
-    r.shown(["c1", "c2"], [1.0, 0.0])
-    r.shown(["d1", "d2"], [1.0, 0.0])
-    r.shown(["e1", "e2"], [1.0, 0.0])  # c is dropped: at most 2 open
-    r.labelled(["c1", "c2"], [1, -1])
+    r.shown(["c1", "c2"], [1.0, 0.0], now=2)
+    r.shown(["d1", "d2"], [1.0, 0.0], now=3)
+    r.shown(["e1", "e2"], [1.0, 0.0], now=4)  # not followed: 5 items at most wait
+    r.labelled(["e1", "e2"], [1, -1])
     assert r.completed == 2
     r.labelled(["d1", "d2"], [1, 1])  # one class: no AUC
-    assert r.completed == 2
+    r.labelled(["c1", "c2"], [1, -1])  # the oldest still completes: it was not pushed out
+    assert r.completed == 3 and r.value == pytest.approx(0.5)
 
+
+def test_request_auc_completes_requests_when_more_arrive_than_it_follows():
+    """Many more requests than it can follow arrive before any label (negatives come by
+    timeout): a sample of them still completes, and expired ones make room."""
+    from aucstream.service.feedback import RequestAUC
+
+    r = RequestAUC(max_items=100, expire_s=60)
+    for t in range(1000):  # 1,000 requests of 10 items in 10 s, labels after all of them
+        r.shown([f"{t}-{k}" for k in range(10)], [float(k) for k in range(10)], now=t / 100)
+    for t in range(1000):
+        r.labelled([f"{t}-{k}" for k in range(10)], [1 if k >= 5 else -1 for k in range(10)])
+    assert r.completed == 10 and r.value == 1.0
+    r.shown(["x1", "x2"], [1.0, 0.0], now=30)  # (nothing open: room)
+    r.shown(["y1", "y2"], [1.0, 0.0], now=100)  # x expired: its labels can't come
+    r.labelled(["x1", "x2", "y1", "y2"], [1, -1, -1, 1])
+    assert r.completed == 11 and r.value == pytest.approx(10 / 11)
 
 
 def test_both_parse_paths_keep_items(app_client):
