@@ -67,10 +67,11 @@ class IdLog:
     forgetting in force). Used inside write transactions only: the store's write turn
     keeps its users one at a time."""
 
-    __slots__ = ("mid", "seen", "ver", "window")
+    __slots__ = ("mid", "seen", "used", "ver", "window")
 
     def __init__(self, mid: int) -> None:
         self.mid = mid
+        self.used = 0.0  # time.monotonic() of the last append (the store drops idle copies)
         self.seen = 0
         self.ver = -1  # none read: the first sync reads floor and released ranges
         self.window = IdWindow()

@@ -75,6 +75,7 @@ FILENAME = "aucstream.sqlite3"
 # log of digests (version 2's event_ids rows migrate)
 _SCHEMA_VERSION = 3
 _TRIM_SLICE = 50_000  # event positions whose id_log rows one trim transaction deletes
+_WINDOW_IDLE_S = 300.0  # seconds after which an unused copy of a dedup window is dropped
 _EXPIRE_SLICE = 200  # expired slates (kept requests) a keep or claim deletes, at most
 
 _SCHEMA = (
@@ -161,6 +162,7 @@ class SqliteStore:
         self._closed = False
         # model name -> this process's copy of its dedup window (used under the write turn)
         self._id_logs: dict[str, sqlite_ids.IdLog] = {}
+        self._id_logs_swept = time.monotonic()
         # model name -> (its id, the id index of its kept impressions)
         self._indexes: dict[str, tuple[int, impressions.IdIndex]] = {}
         with self._guard("open"):
@@ -425,9 +427,7 @@ class SqliteStore:
         skip: list[int] = []
         end = start + len(ids)
         if any(i is not None for i in ids):
-            log = self._id_logs.get(name)
-            if log is None or log.mid != mid:  # (a model made again under the name)
-                log = self._id_logs[name] = sqlite_ids.IdLog(mid)
+            log = self._id_log(name, mid)
             log.sync(c)
             skip, end = log.append(c, start, ids)
         if end == start:
@@ -435,6 +435,21 @@ class SqliteStore:
         self._insert_entry(c, mid, start, end, data, skip)
         entry = LogEntry(start=start, end=end, payload=data, skip=tuple(skip))
         return AppendResult(entry=entry, duplicates=entry.skip, version=end)
+
+    def _id_log(self, name: str, mid: int) -> sqlite_ids.IdLog:
+        """This process's copy of a model's dedup window (under the write turn). Copies
+        not appended with for ``_WINDOW_IDLE_S`` are dropped (read again when needed): a
+        copy holds ~40-70 bytes per remembered id."""
+        now = time.monotonic()
+        if now - self._id_logs_swept > _WINDOW_IDLE_S:
+            self._id_logs_swept = now
+            for idle in [n for n, w in self._id_logs.items() if now - w.used > _WINDOW_IDLE_S]:
+                del self._id_logs[idle]
+        log = self._id_logs.get(name)
+        if log is None or log.mid != mid:  # (a model made again under the name)
+            log = self._id_logs[name] = sqlite_ids.IdLog(mid)
+        log.used = now
+        return log
 
     @staticmethod
     def _insert_entry(c: sqlite3.Connection, mid: int, start: int, end: int, data: bytes,

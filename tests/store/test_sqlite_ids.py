@@ -139,3 +139,23 @@ def test_an_append_rolled_back_leaves_no_ids_in_the_copy(tmp_path: Path) -> None
         assert r.duplicates == (2,) and r.version == 3
     finally:
         s.close()
+
+
+def test_an_idle_copy_is_dropped_and_read_again(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy holds ~40-70 bytes per remembered id: one not appended with for a while goes,
+    and the next append reads the window again from the file."""
+    import aucstream.service.store.sqlite_store as sqlite_store
+
+    s = SqliteStore(tmp_path / "s.db")
+    try:
+        for name in ("a", "b"):
+            s.create_model(name, CONFIG)
+            s.append(name, b"p", ["x", "y"])
+        assert set(s._id_logs) == {"a", "b"}
+        monkeypatch.setattr(sqlite_store, "_WINDOW_IDLE_S", 0.0)
+        s.append("a", b"p", ["z"])  # sweeps: both idle longer than 0 s, "a" made again
+        assert set(s._id_logs) == {"a"}
+        assert s.append("b", b"p", ["x", "w", "y"]).duplicates == (0, 2)  # read again
+    finally:
+        s.close()
