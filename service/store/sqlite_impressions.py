@@ -8,12 +8,16 @@ row per request, at the end of the table: ~0.1 ms for 100 items, whatever the ta
 
 Tables (created by :data:`SCHEMA`):
 
-- ``slates``: per keep, ``shown_at``, ``expires_at``, ``n`` items, ``open`` (how many of
-  them are ``pending`` or ``timing_out``: what the timeout sweep looks for), ``ids`` (a
-  JSON array), ``digests`` (each id's BLAKE2b-128), ``payloads`` (concatenated) and
-  ``ends`` (each payload's end offset, uint32). The id is ``INTEGER PRIMARY KEY
-  AUTOINCREMENT``: slates are numbered in commit order (SQLite has one writer) and a
-  number is never reused once committed.
+- ``slates``: per keep, ``shown_at``, ``expires_at``, ``n`` items and ``open`` (how many
+  of them are ``pending`` or ``timing_out``: what the timeout sweep looks for). The id is
+  ``INTEGER PRIMARY KEY AUTOINCREMENT``: slates are numbered in commit order (SQLite has
+  one writer) and a number is never reused once committed.
+- ``slate_data``: per slate (the same id), its model, ``ids`` (a JSON array), ``digests``
+  (each id's BLAKE2b-128), ``payloads`` (concatenated) and ``ends`` (each payload's end
+  offset, uint32): ~21 kB for 100 one-hot items, written once. (Until schema version 3
+  they were columns of ``slates``, and SQLite rewrites a whole row to change one column:
+  each claim that moved a slate's ``open`` wrote its ~21 kB again, 11 of the 20 ms of a
+  claim of 500 scattered labels, and the timeout sweep rewrote every slate once.)
 - ``slate_claims``: (slate, position) -> status, for items whose status is not
   ``pending``; an item without a row is pending.
 - ``impression_counts`` (the store's): unexpired-or-not-yet-deleted items per status.
@@ -47,24 +51,33 @@ from aucstream.service.store.digest_table import DigestTable
 from aucstream.service.store.id_digests import id_digests_128
 
 __all__ = ["SCHEMA", "IdIndex", "count", "drop_model", "due", "expire", "find", "keep_groups",
-           "migrate_rows", "move"]
+           "migrate_rows", "move", "split_slates"]
 
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS slates (
+_SLATES = """CREATE TABLE IF NOT EXISTS {} (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         model INTEGER NOT NULL,
         shown_at REAL NOT NULL,
         expires_at REAL NOT NULL,
         n INTEGER NOT NULL,
-        open INTEGER NOT NULL,
-        ids TEXT NOT NULL,
-        digests BLOB NOT NULL,
-        payloads BLOB NOT NULL,
-        ends BLOB NOT NULL
-    )""",
+        open INTEGER NOT NULL
+    )"""
+_SLATE_INDEXES = (
     "CREATE INDEX IF NOT EXISTS slates_expiry ON slates (model, expires_at)",
     # the timeout sweep's scan: only slates with items still pending or timing out
     "CREATE INDEX IF NOT EXISTS slates_open ON slates (model, shown_at) WHERE open > 0",
+)
+SCHEMA = (
+    _SLATES.format("slates"),
+    *_SLATE_INDEXES,
+    # (the large columns last: a read of the first ones leaves their overflow pages be)
+    """CREATE TABLE IF NOT EXISTS slate_data (
+        id INTEGER PRIMARY KEY,
+        model INTEGER NOT NULL,
+        ends BLOB NOT NULL,
+        digests BLOB NOT NULL,
+        ids TEXT NOT NULL,
+        payloads BLOB NOT NULL
+    )""",
     """CREATE TABLE IF NOT EXISTS slate_claims (
         slate INTEGER NOT NULL,
         pos INTEGER NOT NULL,
@@ -83,7 +96,7 @@ _REBUILD_MIN = 1 << 16  # ids an index holds before it may be rebuilt to forget 
 # expiry index instead (its choice for an equality on an indexed column): that walks
 # every (unexpired) slate the model holds, and with one slate per kept request of one
 # item a keep took 16 ms at 200,000 slates (0.34 ms by rowid).
-SLATES_SINCE = "SELECT id, digests FROM slates WHERE id > ? AND +model = ? ORDER BY id"
+SLATES_SINCE = "SELECT id, digests FROM slate_data WHERE id > ? AND +model = ? ORDER BY id"
 
 
 def live_slates(columns: str, n: int) -> str:
@@ -175,6 +188,17 @@ def _live(c: sqlite3.Connection, mid: int, slates: Iterable[int], now: float,
     return out
 
 
+def _data(c: sqlite3.Connection, slates: Iterable[int], columns: str
+          ) -> dict[int, tuple[Any, ...]]:
+    """``slate_data`` rows (``columns``, the id first) of ``slates``."""
+    out: dict[int, tuple[Any, ...]] = {}
+    for chunk in _chunks(sorted(set(slates))):
+        for row in c.execute(f"SELECT {columns} FROM slate_data WHERE id IN "
+                             f"({', '.join('?' * len(chunk))})", chunk):
+            out[row[0]] = row
+    return out
+
+
 def _payload(payloads: bytes, ends: bytes, k: int) -> bytes:
     e = np.frombuffer(ends, "<u4")
     return bytes(payloads[(int(e[k - 1]) if k else 0):int(e[k])])
@@ -204,6 +228,7 @@ def expire(c: sqlite3.Connection, mid: int, now: float, limit: int) -> int:
     for chunk in _chunks(gone):
         marks = ", ".join("?" * len(chunk))
         c.execute(f"DELETE FROM slate_claims WHERE slate IN ({marks})", chunk)
+        c.execute(f"DELETE FROM slate_data WHERE id IN ({marks})", chunk)
         c.execute(f"DELETE FROM slates WHERE id IN ({marks})", chunk)
     add_counts(c, mid, Counter({s: -k for s, k in deltas.items()}))
     return len(rows)
@@ -250,7 +275,8 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
         held -= expired_items(c, mid, last)
     added: dict[str, float] = {}  # id -> expiry, of the slates this call adds
     kept_here: list[tuple[float, int]] = []  # (expiry, items) of those slates
-    rows: list[tuple[Any, ...]] = []
+    rows: list[tuple[Any, ...]] = []  # slates
+    data: list[tuple[Any, ...]] = []  # their slate_data, but the ids
     new_digests: list[np.ndarray] = []  # of each row
     out: list[int] = []
     # The common case, ids never seen before (uuids): each group takes its first items
@@ -294,17 +320,21 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
                 added[i] = expires
         kept_here.append((expires, len(take)))
         if expires > last:  # (else expired by the call's last showing: deleted at once)
-            rows.append((mid, shown, expires, len(take), len(take),
-                         json.dumps(kept, ensure_ascii=False), picked.tobytes(),
+            rows.append((mid, shown, expires, len(take), len(take)))
+            data.append((mid, json.dumps(kept, ensure_ascii=False), picked.tobytes(),
                          b"".join(payloads), ends.astype("<u4").tobytes()))
             new_digests.append(picked)
     if rows:
-        c.executemany("INSERT INTO slates (model, shown_at, expires_at, n, open, ids, digests, "
-                      "payloads, ends) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        c.executemany("INSERT INTO slates (model, shown_at, expires_at, n, open) "
+                      "VALUES (?, ?, ?, ?, ?)", rows)
         add_counts(c, mid, Counter({"pending": sum(r[3] for r in rows)}))
         # AUTOINCREMENT numbers the rows of one writer's transaction one after another
         (newest,) = c.execute("SELECT last_insert_rowid()").fetchone()
-        index.record(newest - len(rows) + 1, new_digests)
+        first_id = newest - len(rows) + 1
+        c.executemany("INSERT INTO slate_data (id, model, ids, digests, payloads, ends) "
+                      "VALUES (?, ?, ?, ?, ?, ?)",
+                      [(first_id + k, *d) for k, d in enumerate(data)])
+        index.record(first_id, new_digests)
     return out
 
 
@@ -343,8 +373,9 @@ def move(c: sqlite3.Connection, index: IdIndex, mid: int, ids: list[str],
 
 def drop_model(c: sqlite3.Connection, mid: int) -> None:
     """Delete every slate of the model and their claims."""
-    c.execute("DELETE FROM slate_claims WHERE slate IN (SELECT id FROM slates WHERE model = ?)",
-              (mid,))
+    for table, column in (("slate_claims", "slate"), ("slate_data", "id")):
+        c.execute(f"DELETE FROM {table} WHERE {column} IN "
+                  "(SELECT id FROM slates WHERE model = ?)", (mid,))
     c.execute("DELETE FROM slates WHERE model = ?", (mid,))
 
 
@@ -359,16 +390,43 @@ def migrate_rows(c: sqlite3.Connection) -> int:
             "SELECT model, id, payload, shown_at, expires_at, status FROM impressions "
             "ORDER BY model, shown_at, id").fetchall():
         sid = c.execute(
-            "INSERT INTO slates (model, shown_at, expires_at, n, open, ids, digests, payloads, "
-            "ends) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
-            (mid, shown, expires, int(status in _OPEN), json.dumps([item_id], ensure_ascii=False),
-             id_digests_128([item_id]).tobytes(), bytes(payload),
-             np.array([len(payload)], "<u4").tobytes())).lastrowid
+            "INSERT INTO slates (model, shown_at, expires_at, n, open) VALUES (?, ?, ?, 1, ?)",
+            (mid, shown, expires, int(status in _OPEN))).lastrowid
+        c.execute("INSERT INTO slate_data (id, model, ids, digests, payloads, ends) "
+                  "VALUES (?, ?, ?, ?, ?, ?)",
+                  (sid, mid, json.dumps([item_id], ensure_ascii=False),
+                   id_digests_128([item_id]).tobytes(), bytes(payload),
+                   np.array([len(payload)], "<u4").tobytes()))
         if status != "pending":
             c.execute("INSERT INTO slate_claims (slate, pos, status) VALUES (?, 0, ?)",
                       (sid, status))
         moved += 1
     c.execute("DROP TABLE impressions")  # (its indexes go with it)
+    return moved
+
+
+def split_slates(c: sqlite3.Connection) -> int:
+    """Move the item columns of schema version 2's ``slates`` (if it has them) into
+    ``slate_data``, keeping the slates' numbers and the numbering's high mark. Returns
+    the slates moved."""
+    columns = {r[1] for r in c.execute("PRAGMA table_info(slates)")}
+    if "payloads" not in columns:
+        return 0
+    moved = c.execute("INSERT INTO slate_data (id, model, ids, digests, payloads, ends) "
+                      "SELECT id, model, ids, digests, payloads, ends FROM slates").rowcount
+    seq = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'slates'").fetchone()
+    c.execute(_SLATES.format("slates_v3"))
+    c.execute("INSERT INTO slates_v3 (id, model, shown_at, expires_at, n, open) "
+              "SELECT id, model, shown_at, expires_at, n, open FROM slates")
+    c.execute("DROP TABLE slates")  # (its indexes go with it)
+    c.execute("ALTER TABLE slates_v3 RENAME TO slates")
+    for stmt in _SLATE_INDEXES:
+        c.execute(stmt)
+    # (a deleted slate's number must not come back)
+    if seq is not None and not c.execute(
+            "UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'slates'",
+            (seq[0],)).rowcount:
+        c.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('slates', ?)", (seq[0],))
     return moved
 
 
@@ -378,15 +436,18 @@ def find(c: sqlite3.Connection, index: IdIndex, mid: int, ids: list[str],
     """The unexpired impressions among ``ids``, in the order given. Caller holds
     ``index.lock``, caught up in this transaction."""
     where = index.locate(ids)
-    rows = _live(c, mid, {s for s, _ in where.values()}, now,
-                 "id, shown_at, expires_at, payloads, ends")
+    rows = _live(c, mid, {s for s, _ in where.values()}, now, "id, shown_at, expires_at")
+    # (a slate's payloads whole: incremental blob I/O of one item's bytes took as long as
+    # a slate's ~16 kB, 12-18 µs, for the overflow pages it walks)
+    data = _data(c, rows, "id, ends, payloads")
     claims = _claims(c, rows)
     out: dict[str, Impression] = {}
     for i in ids:
         sp = where.get(i)
         if sp is None or sp[0] not in rows:
             continue
-        _, shown, expires, payloads, ends = rows[sp[0]]
+        _, shown, expires = rows[sp[0]]
+        _, ends, payloads = data[sp[0]]
         out[i] = Impression(payload=_payload(payloads, ends, sp[1]), shown_at=float(shown),
                             expires_at=float(expires), status=claims.get(sp, "pending"))
     return out
@@ -401,7 +462,7 @@ def due(c: sqlite3.Connection, mid: int, statuses: list[str], before: float, now
     if limit <= 0 or not statuses:
         return []
     wanted = set(statuses)
-    sql = ("SELECT id, shown_at, expires_at, ids, payloads, ends FROM slates "
+    sql = ("SELECT id, shown_at, expires_at FROM slates "
            + ("INDEXED BY slates_open " if wanted <= _OPEN else "")
            + "WHERE model = ? " + ("AND open > 0 " if wanted <= _OPEN else "")
            + "AND shown_at <= ? AND expires_at > ? ORDER BY shown_at, id")
@@ -414,7 +475,9 @@ def due(c: sqlite3.Connection, mid: int, statuses: list[str], before: float, now
         if len(found) >= limit and rows[0][1] > found[limit - 1][0]:
             break  # (found is sorted below at each batch; later slates come after)
         claims = _claims(c, [r[0] for r in rows])
-        for sid, shown, expires, ids, payloads, ends in rows:
+        data = _data(c, [r[0] for r in rows], "id, ids, ends, payloads")
+        for sid, shown, expires in rows:
+            _, ids, ends, payloads = data[sid]
             for k, item_id in enumerate(json.loads(ids)):
                 status = claims.get((sid, k), "pending")
                 if status in wanted:

@@ -16,8 +16,9 @@ Tables: ``models`` (a fresh integer id per creation, the config, the log end),
 ``log`` (one row per entry), ``id_log``, ``id_windows`` and ``id_released`` (the dedup
 window: the digests of each append's ids, and what is forgotten; see
 service/store/sqlite_ids.py, which also keeps each process's copy of it in memory),
-``checkpoints``, ``slates`` and ``slate_claims`` (kept impressions: one row per kept
-/score request, and the items whose status moved; see service/store/sqlite_impressions.py,
+``checkpoints``, ``slates``, ``slate_data`` and ``slate_claims`` (kept impressions: one
+row per kept /score request, its items apart, and the items whose status moved; see
+service/store/sqlite_impressions.py,
 which also keeps each process's in-memory id index), ``impression_counts`` (kept items per
 model and status, kept in step by every write, so that the cap of a keep and the counts
 need no scan), ``leases`` (per model *name*
@@ -72,7 +73,7 @@ __all__ = ["SqliteStore"]
 
 FILENAME = "aucstream.sqlite3"
 # 2: impressions in slates (version 1's per-item rows migrate); 3: the dedup window as a
-# log of digests (version 2's event_ids rows migrate)
+# log of digests, and the slates' items in slate_data (version 2's rows migrate)
 _SCHEMA_VERSION = 3
 _TRIM_SLICE = 50_000  # event positions whose id_log rows one trim transaction deletes
 _WINDOW_IDLE_S = 300.0  # seconds after which an unused copy of a dedup window is dropped
@@ -176,6 +177,7 @@ class SqliteStore:
                     )
                 for stmt in _SCHEMA:
                     c.execute(stmt)
+                impressions.split_slates(c)
                 impressions.migrate_rows(c)
                 sqlite_ids.migrate_event_ids(c)
                 c.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")

@@ -5,6 +5,7 @@ and a file of schema version 1 (one row per impression) migrated on opening."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,58 @@ def test_slates_are_looked_up_by_rowid_not_by_walking_the_models_expiry_index(
                                                  (1,) * sql.count("?")))
     assert "USING INTEGER PRIMARY KEY" in plan, plan
     assert "slates_expiry" not in plan and "TEMP B-TREE" not in plan, plan
+
+
+_V2_SLATES = """CREATE TABLE slates (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, model INTEGER NOT NULL, shown_at REAL NOT NULL,
+    expires_at REAL NOT NULL, n INTEGER NOT NULL, open INTEGER NOT NULL, ids TEXT NOT NULL,
+    digests BLOB NOT NULL, payloads BLOB NOT NULL, ends BLOB NOT NULL)"""
+
+
+@pytest.mark.parametrize("deleted_last", [False, True])
+def test_a_version_2_file_gets_its_slates_items_split_off(tmp_path: Path,
+                                                          deleted_last: bool) -> None:
+    """Version 2 kept a slate's items in its row: they move to slate_data, the numbers
+    and the numbering's high mark stay (a deleted slate's number never comes back)."""
+    path = tmp_path / "s.db"
+    SqliteStore(path).create_model("m", CONFIG)
+    c = sqlite3.connect(path, isolation_level=None)
+    (mid,) = c.execute("SELECT id FROM models WHERE name = 'm'").fetchone()
+    c.execute("DROP TABLE slates")
+    c.execute("DROP TABLE slate_data")
+    c.execute(_V2_SLATES)
+    c.execute("CREATE INDEX slates_expiry ON slates (model, expires_at)")
+    c.execute("CREATE INDEX slates_open ON slates (model, shown_at) WHERE open > 0")
+    for sid, ids, pays in ((3, ["a", "b"], [b"pa", b"pbb"]), (7, ["c"], [b"pc"])):
+        c.execute("INSERT INTO slates VALUES (?, ?, 10.0, 100.0, ?, 1, ?, ?, ?, ?)",
+                  (sid, mid, len(ids), json.dumps(ids),
+                   impressions.id_digests_128(ids).tobytes(), b"".join(pays),
+                   np.cumsum([len(p) for p in pays]).astype("<u4").tobytes()))
+    c.execute("INSERT INTO slate_claims VALUES (3, 1, 'labelled')")
+    c.execute("INSERT INTO impression_counts VALUES (?, 'pending', 2), (?, 'labelled', 1)",
+              (mid, mid))
+    if deleted_last:  # the newest slate went (expired): its number is the high mark
+        c.execute("DELETE FROM slates WHERE id = 7")
+        c.execute("UPDATE impression_counts SET n = 1 WHERE status = 'pending'")
+    c.execute("PRAGMA user_version = 2")
+    c.close()
+    s = SqliteStore(path)
+    try:
+        want = {"a": Impression(b"pa", 10.0, 100.0, "pending"),
+                "b": Impression(b"pbb", 10.0, 100.0, "labelled")}
+        if not deleted_last:
+            want["c"] = Impression(b"pc", 10.0, 100.0, "pending")
+        assert s.get_impressions("m", ["a", "b", "c"], 20) == want
+        assert [i for i, _ in s.due_impressions("m", ["pending"], 50, 20, 9)] == (
+            ["a"] if deleted_last else ["a", "c"])
+        assert s.keep_impressions("m", [("d", b"pd")], 30, 90, 10) == 1
+        assert s.claim_impressions("m", ["a", "d"], ["pending"], "labelled", 31) == ["a", "d"]
+    finally:
+        s.close()
+    c = sqlite3.connect(path)
+    assert {r[1] for r in c.execute("PRAGMA table_info(slates)")} == {
+        "id", "model", "shown_at", "expires_at", "n", "open"}
+    assert c.execute("SELECT id FROM slates WHERE id > 7").fetchall() == [(8,)]  # "d"
+    assert c.execute("SELECT open FROM slates ORDER BY id").fetchall() == (
+        [(0,), (0,)] if deleted_last else [(0,), (1,), (0,)])
+    c.close()
