@@ -466,26 +466,32 @@ def due(c: sqlite3.Connection, mid: int, statuses: list[str], before: float, now
            + ("INDEXED BY slates_open " if wanted <= _OPEN else "")
            + "WHERE model = ? " + ("AND open > 0 " if wanted <= _OPEN else "")
            + "AND shown_at <= ? AND expires_at > ? ORDER BY shown_at, id")
-    found: list[tuple[float, str, Impression]] = []
+    # The best ``limit`` so far as (shown, id, slate, position, status); payloads and
+    # Impressions only for those returned. (It used to build every wanted item of 64
+    # slates a batch: ~6,400 Impressions to return 500, 42 ms of a sweep's 48.)
+    found: list[tuple[float, str, int, int, str]] = []
+    expiry: dict[int, float] = {}
     cursor = c.execute(sql, (mid, before, now))
     while True:
-        rows = cursor.fetchmany(64)
+        rows = cursor.fetchmany(8)
         if not rows:
             break
-        if len(found) >= limit and rows[0][1] > found[limit - 1][0]:
-            break  # (found is sorted below at each batch; later slates come after)
+        if len(found) >= limit and rows[0][1] > found[-1][0]:
+            break  # (later slates come after every item kept)
         claims = _claims(c, [r[0] for r in rows])
-        data = _data(c, [r[0] for r in rows], "id, ids, ends, payloads")
+        data = _data(c, [r[0] for r in rows], "id, ids")
         for sid, shown, expires in rows:
-            _, ids, ends, payloads = data[sid]
-            for k, item_id in enumerate(json.loads(ids)):
+            expiry[sid] = float(expires)
+            for k, item_id in enumerate(json.loads(data[sid][1])):
                 status = claims.get((sid, k), "pending")
                 if status in wanted:
-                    found.append((float(shown), item_id, Impression(
-                        payload=_payload(payloads, ends, k), shown_at=float(shown),
-                        expires_at=float(expires), status=status)))
+                    found.append((float(shown), item_id, sid, k, status))
         found.sort(key=lambda x: (x[0], x[1]))
-    return [(i, imp) for _, i, imp in found[:limit]]
+        del found[limit:]
+    payloads = _data(c, {f[2] for f in found}, "id, ends, payloads")
+    return [(i, Impression(payload=_payload(payloads[sid][2], payloads[sid][1], k),
+                           shown_at=shown, expires_at=expiry[sid], status=status))
+            for shown, i, sid, k, status in found]
 
 
 def count(c: sqlite3.Connection, mid: int, now: float) -> dict[str, int]:

@@ -293,3 +293,26 @@ def test_a_version_2_file_gets_its_slates_items_split_off(tmp_path: Path,
     assert c.execute("SELECT open FROM slates ORDER BY id").fetchall() == (
         [(0,), (0,)] if deleted_last else [(0,), (1,), (0,)])
     c.close()
+
+
+def test_due_returns_the_oldest_items_up_to_the_limit_across_many_slates(tmp_path: Path) -> None:
+    """Slates shown at the same time or apart, items claimed in between: every limit
+    gives the first items by (shown, id) of the reference, with their payloads."""
+    s = SqliteStore(tmp_path / "s.db")
+    ref = Reference()
+    try:
+        s.create_model("m", CONFIG)
+        shown = [5.0, 5.0, 3.0, 7.0, 5.0, 1.0] * 5
+        for k, t in enumerate(shown):
+            items = [(f"{(7 * k + j) % 97:02d}-{k}", f"p{k}.{j}".encode()) for j in range(6)]
+            assert s.keep_impressions("m", items, t, 100.0, 10**6) == ref.keep(
+                items, t, 100.0, 10**6)
+        some = [f"{(7 * k + 2) % 97:02d}-{k}" for k in range(0, 30, 3)]
+        assert s.claim_impressions("m", some, ["pending"], "labelled", 8.0) == ref.claim(
+            some, ["pending"], "labelled", 8.0)
+        for limit in (0, 1, 2, 5, 6, 7, 50, 133, 200):
+            for statuses in (["pending"], ["labelled"], ["pending", "labelled"]):
+                assert (s.due_impressions("m", statuses, 6.0, 8.0, limit)
+                        == ref.due(statuses, 6.0, 8.0, limit)), (limit, statuses)
+    finally:
+        s.close()
