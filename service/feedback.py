@@ -38,14 +38,14 @@ from numba import njit
 from .encoding import EncodedBatch, EncodingError
 from .store.base import Impression, Store
 
-__all__ = ["Feedback", "Joined", "RequestAUC", "decode_impression", "encode_impression",
-           "impressions_of", "join_labels", "sweep_timeouts"]
+__all__ = ["SWEEP_LIMIT", "Feedback", "Joined", "RequestAUC", "decode_impression",
+           "encode_impression", "impressions_of", "join_labels", "sweep_timeouts"]
 
 log = logging.getLogger("aucstream.feedback")
 
 LATE_SUFFIX = "#late"
 _IMPRESSION_FORMAT = 1
-_SWEEP_LIMIT = 5_000  # impressions one sweep of one model takes (the next sweep goes on)
+SWEEP_LIMIT = 5_000  # impressions one sweep of one model takes (the next sweep goes on)
 # A sweep that claimed impressions and died before their negatives were in the log: its
 # claims are taken over by another sweep after this many seconds.
 STALE_CLAIM_S = 30.0
@@ -375,11 +375,11 @@ def sweep_timeouts(store: Store, name: str, feedback: Feedback, n_features: int,
         return 0
     now = time.time() if now is None else now
     due_at = now - feedback.negative_after_s
-    due = store.due_impressions(name, ("pending",), due_at, now, _SWEEP_LIMIT)
+    due = store.due_impressions(name, ("pending",), due_at, now, SWEEP_LIMIT)
     claimed = set(store.claim_impressions(name, [i for i, _ in due], ("pending",),
                                           "timing_out", now))
     stale = store.due_impressions(name, ("timing_out",), due_at - STALE_CLAIM_S, now,
-                                  _SWEEP_LIMIT)
+                                  SWEEP_LIMIT)
     take = [(i, imp) for i, imp in due if i in claimed] + stale
     if not take:
         return 0

@@ -46,7 +46,7 @@ from .codec import (
 )
 from .encoding import EncodedBatch, FeatureEncoder
 from .feature_index import INITIAL_SLOTS, FeatureIndex, FrozenIndex, next_size
-from .feedback import Feedback, RequestAUC, sweep_timeouts
+from .feedback import SWEEP_LIMIT, Feedback, RequestAUC, sweep_timeouts
 from .group_write import GroupWriter
 from .metrics import Metrics
 from .ownership import preferred_owner, replica_id
@@ -1319,9 +1319,12 @@ class ModelHost:
                     self._retire(name)
             except ModelQuarantined:
                 pass  # logged when quarantined
+        # models with more timeouts due than one sweep takes go on sweeping within this
+        # (one sweep, 5,000 impressions, each round capped a model at 5,000 negatives/s)
+        sweep_until = time.monotonic() + self.settings.sync_interval / 2
         for model in list(self._models.values()):
             try:
-                self._maintain(model, now)
+                self._maintain(model, now, sweep_until)
             except ModelNotFound:
                 with self._lock:
                     self._retire(model.name)
@@ -1372,12 +1375,13 @@ class ModelHost:
             with self._lock:
                 raise ModelQuarantined(self._quarantine_model(name, config, exc)) from exc
 
-    def _maintain(self, model: HostedModel, now: float) -> None:
+    def _maintain(self, model: HostedModel, now: float, sweep_until: float = 0.0) -> None:
         """Publish, checkpoint and export one model; learn its timed-out impressions
-        (the owner's work)."""
+        (the owner's work: one sweep, and more until ``sweep_until`` while sweeps come
+        back full)."""
         if model.owned:
             if model.feedback is not None:
-                self._sweep(model)
+                self._sweep(model, sweep_until)
             model.publish_if_stale()
             try:
                 if model.checkpoint_due(self.settings, now):
@@ -1392,8 +1396,10 @@ class ModelHost:
                 self.metrics.log_entries.labels(model.name).set(n_entries)
                 model.export(self.metrics)
 
-    def _sweep(self, model: HostedModel) -> None:
-        """Timeout negatives of a model with feedback, and its impression counts."""
+    def _sweep(self, model: HostedModel, until: float = 0.0) -> None:
+        """Timeout negatives of a model with feedback (sweeps until ``time.monotonic()``
+        passes ``until`` or one takes less than a full sweep), and its impression
+        counts."""
         assert model.feedback is not None
 
         def learn(batch: EncodedBatch, y: np.ndarray, ids: list[str], served: np.ndarray) -> None:
@@ -1407,7 +1413,10 @@ class ModelHost:
                 model.record_served(served, y)
             model.request_auc.labelled(ids, y.tolist())
 
-        sweep_timeouts(self.store, model.name, model.feedback, model.encoder.n_features, learn)
+        while (sweep_timeouts(self.store, model.name, model.feedback, model.encoder.n_features,
+                              learn) >= SWEEP_LIMIT and time.monotonic() < until
+               and not model.retired):
+            pass
         model.impressions = self.store.count_impressions(model.name, time.time())
         if not model.retired:
             for status, n in model.impressions.items():

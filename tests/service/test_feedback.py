@@ -167,6 +167,28 @@ def test_timeout_negatives_are_learned_exactly_once(app_client, replicas):
     assert 'aucstream_label_delay_seconds_count{model="h"} 5.0' in metrics
 
 
+def test_a_sync_round_sweeps_on_while_sweeps_come_back_full(app_client, monkeypatch):
+    """One sweep takes SWEEP_LIMIT impressions; a round goes on while they come back
+    full (each round capped a model at SWEEP_LIMIT negatives per sync interval)."""
+    import aucstream.service.feedback as feedback
+    import aucstream.service.hosting as hosting
+
+    monkeypatch.setattr(feedback, "SWEEP_LIMIT", 4)
+    monkeypatch.setattr(hosting, "SWEEP_LIMIT", 4)
+    c = app_client(sync_interval=3600.0)  # (no round of its own meanwhile)
+    spec = {**HASHED, "feedback": {"window_s": 600, "negative_after_s": 0.2}}
+    assert c.post("/models", json=spec).status_code == 201
+    items, _ = _items(30, seed=6)
+    assert c.post("/score", json={"model": "h", "items": items}).json()["kept"] == 30
+    time.sleep(0.3)
+    host = c.app.state.host
+    model = host.get("h")
+    host._sweep(model, time.monotonic() + 60)
+    assert model.version == 30
+    host._sweep(model)  # (no time left: one sweep, and nothing is due)
+    assert model.version == 30
+
+
 def test_scoring_without_ids_keeps_nothing(app_client):
     c = app_client()
     c.post("/models", json=FEEDBACK)
