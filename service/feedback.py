@@ -409,7 +409,7 @@ class RequestAUC:
     completed once more requests arrive within the timeout than it can hold: at 800
     requests/s and a 15-minute timeout, every request was dropped before its timeout
     negatives came. And following every item of 10,000 requests of 100 items held ~1M
-    ids, ~150 MB, and cost ~70 µs per request in lookups.)
+    ids, ~150 MB, and cost ~100 µs per request in lookups.)
     """
 
     def __init__(self, max_items: int = 100_000, window: int = 1_000,
