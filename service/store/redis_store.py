@@ -777,23 +777,44 @@ local from = {}
 for s in string.gmatch(ARGV[4], '%d+') do from[tonumber(s)] = true end
 local ids = cmsgpack.unpack(ARGV[5])
 local moved = {}
-for i = 1, #ids do
-  local id = ids[i]
-  local old = redis.call('HGET', KEYS[2], id)
-  if old then
-    local r = cmsgpack.unpack(old)
-    local s = STATUS[r[4]]
-    if r[3] > now and from[s] then
-      if s ~= to then
-        redis.call('ZREM', KEYS[2 + s], id)
-        redis.call('ZREM', KEYS[2 + N + s], id)
-        redis.call('ZADD', KEYS[2 + to], string.format('%.17g', r[2]), id)
-        redis.call('ZADD', KEYS[2 + N + to], string.format('%.17g', r[3]), id)
-        r[4] = NAMES[to]
-        redis.call('HSET', KEYS[2], id, cmsgpack.pack(r))
+-- in slices of 1000 ids: one HMGET, then per status left one ZREM of each set, and one
+-- ZADD of each and one HSET for all (seven calls an item took ~25 us of it)
+for c = 1, #ids, 1000 do
+  local slice = {unpack(ids, c, math.min(c + 999, #ids))}
+  local olds = redis.call('HMGET', KEYS[2], unpack(slice))
+  local gone = {}  -- status -> the ids that leave it
+  local shown, exp, fields = {}, {}, {}
+  for k = 1, #slice do
+    local old = olds[k]
+    if old then
+      local id = slice[k]
+      local r = cmsgpack.unpack(old)
+      local s = STATUS[r[4]]
+      if r[3] > now and from[s] then
+        if s ~= to then
+          local g = gone[s]
+          if not g then g = {}; gone[s] = g end
+          g[#g + 1] = id
+          shown[#shown + 1] = string.format('%.17g', r[2]); shown[#shown + 1] = id
+          exp[#exp + 1] = string.format('%.17g', r[3]); exp[#exp + 1] = id
+          r[4] = NAMES[to]
+          fields[#fields + 1] = id; fields[#fields + 1] = cmsgpack.pack(r)
+        end
+        moved[#moved + 1] = id
       end
-      moved[#moved + 1] = id
     end
+  end
+  for s = 1, N do
+    local g = gone[s]
+    if g then
+      redis.call('ZREM', KEYS[2 + s], unpack(g))
+      redis.call('ZREM', KEYS[2 + N + s], unpack(g))
+    end
+  end
+  if #fields > 0 then
+    redis.call('ZADD', KEYS[2 + to], unpack(shown))
+    redis.call('ZADD', KEYS[2 + N + to], unpack(exp))
+    redis.call('HSET', KEYS[2], unpack(fields))
   end
 end
 return moved

@@ -663,6 +663,26 @@ def test_claim_moves_only_from_the_given_statuses(store: Store, model: str) -> N
         ("a", pending(b"a", T0, T0 + 60))]
 
 
+def test_a_claim_of_thousands_moves_each_from_its_own_status(store: Store, model: str) -> None:
+    """More ids than one slice of the Redis script (1,000), from two statuses, some
+    unknown, some already where they go: each moves once, in the order given."""
+    ids = [f"i{k:04d}" for k in range(2500)]
+    assert store.keep_impressions(model, [(i, i.encode()) for i in ids], T0, T0 + 60,
+                                  10_000) == 2500
+    odd = ids[1::2]
+    assert store.claim_impressions(model, odd, ["pending"], "timing_out", T0) == odd
+    every_third = ids[::3]
+    assert store.claim_impressions(model, every_third, ["pending"], "labelled",
+                                   T0) == [i for i in every_third if i not in set(odd)]
+    asked = ["nope", *reversed(ids)]
+    moved = store.claim_impressions(model, asked, ["timing_out", "labelled", "pending"],
+                                    "labelled", T0)
+    assert moved == list(reversed(ids))
+    assert store.count_impressions(model, T0) == {**ZERO, "labelled": 2500}
+    assert store.due_impressions(model, ["labelled"], T0, T0, 3) == [
+        (i, pending(i.encode(), T0, T0 + 60, "labelled")) for i in ids[:3]]
+
+
 def test_concurrent_claims_move_each_impression_once(make_store: Callable[[], Store]) -> None:
     """Claims from two store objects on one backend (as two replicas), from threads, of
     the same ids: each impression is moved by exactly one of them."""
