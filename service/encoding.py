@@ -55,6 +55,21 @@ class EncodedBatch:
     def learner_input(self) -> Any:
         return self.X if self.X is not None else (self.indptr, self.indices, self.values)
 
+    def take(self, rows: Sequence[int]) -> EncodedBatch:
+        """The batch of the given rows, in that order."""
+        r = np.asarray(rows, np.int64)
+        if self.X is not None:
+            return EncodedBatch(n=r.size, X=self.X[r])
+        assert self.indptr is not None and self.indices is not None and self.values is not None
+        starts = self.indptr[r]
+        lengths = self.indptr[r + 1] - starts
+        indptr = np.zeros(r.size + 1, np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        # each kept entry's position: its row's start, plus its offset within the row
+        sel = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+        return EncodedBatch(n=r.size, indptr=indptr, indices=self.indices[sel],
+                            values=self.values[sel])
+
 
 class FeatureEncoder:
     """Encodes items for one model's feature spec (``{"kind": ..., "dim"/"bits": ...}``)."""

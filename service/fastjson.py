@@ -19,7 +19,7 @@ Python's ``float()`` gives; other numbers are left to the regular path.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import ir
@@ -83,6 +83,7 @@ class FastRequest:
     ids: list[str | None]  # one per event or item
     top_k: int | None
     starts: np.ndarray | None = None  # where each event's object begins in the body (learn)
+    label_only: list[int] = field(default_factory=list)  # events that are labels by id
 
 
 # ----------------------------------------------------------------------------- scanning
@@ -508,11 +509,12 @@ def _scalar(b, p, ks, ke, seed, mask, out_idx, out_val, nf):
 
 # ----------------------------------------------------------------------------- requests
 @njit(cache=True, nogil=True)
-def _parse(b, learn, hashed, dim, mask, max_items):
-    """Scan a whole /learn (``learn``) or /score body.
+def _parse(b, learn, hashed, dim, mask, max_items, by_id):
+    """Scan a whole /learn (``learn``) or /score body; ``by_id``: /learn events may be
+    labels by id (an id and a label, no vector: the model keeps impressions).
 
     Returns (ok, n, model_start, model_end, top_k, labels, id_spans, indptr, idx, vals, X,
-    starts).
+    starts, has_vec).
     """
     n = b.shape[0]
     cap_items = max_items + 1
@@ -522,22 +524,24 @@ def _parse(b, learn, hashed, dim, mask, max_items):
     id_spans = np.empty((cap_items, 2), np.int64)
     indptr = np.empty(cap_items + 1, np.int64)
     starts = np.empty(cap_items, np.int64)
+    has_vec = np.empty(cap_items, np.bool_)
     cap_f = n // 4 + 1 if hashed else 1
     idx = np.empty(cap_f, np.int64)
     vals = np.empty(cap_f)
     X = np.empty((cap_items if not hashed else 0, dim))
     keys_top = np.full(4 * (_SMALL_SLOTS + _KEY_SLOTS), -1, np.int64)  # see _first_time
     keys_ns = np.full(4 * (_SMALL_SLOTS + _KEY_SLOTS), -1, np.int64)
-    ok, count, ms, me, top_k = _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans,
-                                     indptr, idx, vals, X, keys_top, keys_ns, starts)
-    return ok, count, ms, me, top_k, labels, id_spans, indptr, idx, vals, X, starts
+    ok, count, ms, me, top_k = _scan(b, learn, hashed, dim, mask, max_items, by_id, labels,
+                                     id_spans, indptr, idx, vals, X, keys_top, keys_ns, starts,
+                                     has_vec)
+    return ok, count, ms, me, top_k, labels, id_spans, indptr, idx, vals, X, starts, has_vec
 
 
 # Without reference counting: the inlined helpers' array arguments were counted up and
 # down (atomically) at every call inside a counted function, ~14% of a scan (perf).
 @njit(cache=True, nogil=True, _nrt=False)
-def _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans, indptr, idx, vals, X,
-          keys_top, keys_ns, starts):
+def _scan(b, learn, hashed, dim, mask, max_items, by_id, labels, id_spans, indptr, idx, vals,
+          X, keys_top, keys_ns, starts, has_vec):
     """The scan of :func:`_parse` into its buffers: (ok, n, model_start, model_end,
     top_k)."""
     n = b.shape[0]
@@ -673,8 +677,15 @@ def _scan(b, learn, hashed, dim, mask, max_items, labels, id_spans, indptr, idx,
                         p += 1
                         break
                     return fail
-                if not got_vec or (learn and not got_label):
+                if learn and not got_label:
                     return fail
+                has_vec[count] = got_vec
+                if not got_vec:
+                    # a label by id needs its id (else the regular path words the 422)
+                    if not (learn and by_id and id_spans[count, 0] >= 0):
+                        return fail
+                    if not hashed:
+                        X[count, :] = 0.0  # a row the caller drops; never left unset
                 count += 1
                 indptr[count] = nf
                 p = _ws(b, p)
@@ -806,7 +817,7 @@ def _ids(buf: np.ndarray, spans: np.ndarray) -> list[str | None]:
 
 
 def _run(body: bytes, learn: bool, spec: dict, max_items: int,
-         max_value: float) -> FastRequest | None:
+         max_value: float, by_id: bool = False) -> FastRequest | None:
     if spec.get("interactions"):  # crossed features: the regular path makes them
         return None
     # Strings are hashed as raw bytes: invalid UTF-8 must not get that far (the regular
@@ -823,8 +834,8 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int,
     # `{"x":[` + two bytes per value, or `{"features":{}}`), not by the configured limit.
     max_items = min(max_items, len(body) // (15 if hashed else 2 * dim + 6) + 1)
     mask = (1 << int(spec["bits"])) - 1 if hashed else 0
-    ok, n, ms, me, top_k, labels, id_spans, indptr, idx, vals, X, starts = _parse(
-        buf, learn, hashed, dim, mask, max_items)
+    ok, n, ms, me, top_k, labels, id_spans, indptr, idx, vals, X, starts, has_vec = _parse(
+        buf, learn, hashed, dim, mask, max_items, by_id)
     if not ok:
         return None
     try:
@@ -843,16 +854,20 @@ def _run(body: bytes, learn: bool, spec: dict, max_items: int,
         if n and max_value < math.inf and np.abs(X[:n]).max() > max_value:
             return None
         batch = EncodedBatch(n=n, X=X[:n].copy())
+    by_ids = np.flatnonzero(~has_vec[:n]) if learn and by_id else None
     return FastRequest(model=model, batch=batch, labels=labels[:n].copy() if learn else None,
                        ids=ids, top_k=None if top_k < 0 else top_k,
-                       starts=starts[:n].copy() if learn else None)
+                       starts=starts[:n].copy() if learn else None,
+                       label_only=by_ids.tolist() if by_ids is not None and by_ids.size else [])
 
 
-def parse_learn(body: bytes, spec: dict, max_items: int,
-                max_value: float = math.inf) -> FastRequest | None:
+def parse_learn(body: bytes, spec: dict, max_items: int, max_value: float = math.inf,
+                by_id: bool = False) -> FastRequest | None:
     """The encoded /learn body, or None when the regular path must decide (anything
-    unusual, invalid, or with a feature value beyond ±``max_value``)."""
-    return _run(body, True, spec, max_items, max_value)
+    unusual, invalid, or with a feature value beyond ±``max_value``). With ``by_id`` (the
+    model keeps impressions), events may be labels by id ``{"id", "label"}``: their
+    indices are in ``label_only``, and their rows in the batch are empty."""
+    return _run(body, True, spec, max_items, max_value, by_id)
 
 
 def parse_score(body: bytes, spec: dict, max_items: int,

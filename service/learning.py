@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ class ParsedLearn:
     ids: list[str | None]
     started: float  # perf_counter() when reading the body began (the learn latency's start)
     starts: np.ndarray | None = None  # where each event's object begins in the body
+    label_only: list[int] = field(default_factory=list)  # labels by id (empty rows)
 
 
 def parse_fast(body: bytes, host: ModelHost, settings: Settings) -> ParsedLearn | None:
@@ -52,11 +53,12 @@ def _parse_fast(body: bytes, host: ModelHost, settings: Settings,
     if model is None:
         return None
     fast = fastjson.parse_learn(body, model.config["features"], settings.max_events_per_request,
-                                settings.max_feature_value)
+                                settings.max_feature_value, by_id=model.feedback is not None)
     if fast is None:
         return None
     assert fast.labels is not None
-    return ParsedLearn(model, fast.batch, fast.labels, fast.ids, started, fast.starts)
+    return ParsedLearn(model, fast.batch, fast.labels, fast.ids, started, fast.starts,
+                       fast.label_only)
 
 
 def learn_body(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnResponse, bool]:
@@ -76,8 +78,21 @@ def learn_body(body: bytes, host: ModelHost, settings: Settings) -> tuple[LearnR
     late = 0
     label_only = check_label_only(req.events, model.feedback is not None)
     if label_only:
+        events = req.events
+        skip = set(label_only)
+        full = [i for i in range(len(events)) if i not in skip]
+        encoded = None
+        if full:
+            try:
+                encoded = model.encoder.encode([events[i] for i in full])
+            except EncodingError as exc:  # name the event by its index in the request
+                loc = exc.loc
+                if len(loc) > 1 and isinstance(loc[1], int):
+                    loc = (loc[0], full[loc[1]], *loc[2:])
+                raise EncodingError(loc, exc.msg) from None
+        labels = np.fromiter((e.label for e in events), np.int8, len(events))
         batch, y, ids, order, unmatched, late, served, joined_labels = _join(
-            host, model, req.events, label_only)
+            host, model, encoded, full, labels, [e.id for e in events], label_only)
     else:
         batch = model.encoder.encode(req.events)
         y = np.fromiter((e.label for e in req.events), np.int8, len(req.events))
@@ -90,6 +105,14 @@ def learn_parsed(parsed: ParsedLearn, body: bytes, host: ModelHost
                  ) -> tuple[LearnResponse, bool]:
     """Learn what :func:`parse_fast` read from ``body``: as :func:`learn_body` would."""
     model = parsed.model
+    if parsed.label_only:
+        skip = set(parsed.label_only)
+        full = [i for i in range(parsed.batch.n) if i not in skip]
+        encoded = parsed.batch.take(full) if full else None
+        batch, y, ids, order, unmatched, late, served, joined_labels = _join(
+            host, model, encoded, full, parsed.labels, parsed.ids, parsed.label_only)
+        return _learn(body, host, model, batch, y, ids, parsed.started, order, unmatched, late,
+                      served, joined_labels)
     return _learn(body, host, model, parsed.batch, parsed.labels, parsed.ids, parsed.started,
                   None, [] if model.feedback is not None else None, 0, [], [])
 
@@ -117,29 +140,21 @@ def _learn(body: bytes, host: ModelHost, model: HostedModel, batch: EncodedBatch
                          unmatched=unmatched), applied
 
 
-def _join(host: ModelHost, model: HostedModel, events: list[Event], label_only: list[int],
+def _join(host: ModelHost, model: HostedModel, encoded: EncodedBatch | None, full: list[int],
+          labels: np.ndarray, event_ids: list[str | None], label_only: list[int],
           ) -> tuple[EncodedBatch, np.ndarray, list[str | None], list[int], list[str], int,
                      list[tuple[float, int]], list[tuple[str, int]]]:
-    """A request with labels by id: the batch of its events in request order (full events
-    encoded, labels joined with their kept items), labels, event ids, the event index of
-    each row, the unmatched ids, the late duplicates, the (served score, label) pairs and
-    the (item id, label) pairs of the joins in time."""
-    skip = set(label_only)
-    full = [i for i in range(len(events)) if i not in skip]
-    encoded = None
-    if full:
-        try:
-            encoded = model.encoder.encode([events[i] for i in full])
-        except EncodingError as exc:  # name the event by its index in the request
-            loc = exc.loc
-            if len(loc) > 1 and isinstance(loc[1], int):
-                loc = (loc[0], full[loc[1]], *loc[2:])
-            raise EncodingError(loc, exc.msg) from None
+    """A request with labels by id: the batch of its events in request order (``encoded``
+    holds the full events, at indices ``full``; the labels at ``label_only`` are joined with
+    their kept items), labels, event ids, the event index of each row, the unmatched ids,
+    the late duplicates, the (served score, label) pairs and the (item id, label) pairs of
+    the joins in time. ``labels`` and ``event_ids`` are the request's, one per event."""
+    lab = labels.tolist()
     joined = join_labels(host.store, model.name,
-                         [(i, str(events[i].id), events[i].label) for i in label_only])
-    batch, order = merge_events(encoded, full, joined, len(events), model.encoder.n_features)
-    y = np.fromiter((events[i].label for i in order), np.int8, len(order))
-    ids = [joined.event_ids.get(i, events[i].id) for i in order]
+                         [(i, str(event_ids[i]), lab[i]) for i in label_only])
+    batch, order = merge_events(encoded, full, joined, len(lab), model.encoder.n_features)
+    y = labels[order] if order else np.zeros(0, np.int8)
+    ids = [joined.event_ids.get(i, event_ids[i]) for i in order]
     m = host.metrics
     if joined.rows:
         m.labels_joined.labels(model.name).inc(len(joined.rows))

@@ -3,6 +3,7 @@ timeout exactly once; both stores."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -87,6 +88,43 @@ def test_a_request_mixes_full_events_and_labels_in_order(app_client):
     ref.learn(enc.encode([{"features": f} for f in rows]).learner_input(), ys)
     got = c.app.state.host.get("h").learner.get_state()
     assert np.array_equal(got["mu_"], ref.get_state()["mu_"])
+
+
+def test_labels_by_id_learn_alike_on_the_fast_and_the_regular_parse_path(app_client):
+    """The same mixed requests, once as plain UTF-8 (the numba fast path) and once with
+    a name written as a JSON escape (the fast path gives up: pydantic's path): the same
+    answers, and the same state learned."""
+    from aucstream.service import fastjson
+
+    c = app_client()
+    items, labels = _items(12, seed=6)
+    full = hashed_events(3, seed=7)
+    full[0]["features"]["né"] = 1
+    events = [{"id": "imp5", "label": labels[5]}, full[0], {"id": "nope", "label": 1},
+              {"id": "imp2", "label": labels[2]}, full[1], {"id": "imp5", "label": 1},
+              full[2], {"id": "imp11", "label": labels[11]}]
+    answers = {}
+    for name, ascii_only in (("fast", False), ("slow", True)):
+        c.post("/models", json={**FEEDBACK, "name": name})
+        c.post("/score", json={"model": name, "items": items})
+        body = json.dumps({"model": name, "events": events}, ensure_ascii=ascii_only).encode()
+        fast = fastjson.parse_learn(body, HASHED["features"], 1000, by_id=True)
+        assert (fast is None) == ascii_only  # each request takes the path it is meant to
+        r = c.post("/learn", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        answers[name] = r.json()
+        again = c.post("/learn", content=body, headers={"content-type": "application/json"})
+        answers[name + " again"] = again.json()
+    assert answers["fast"] == {**answers["slow"], "version": answers["fast"]["version"]}
+    assert answers["fast"]["unmatched"] == ["nope"] and answers["fast"]["accepted"] == 6
+    # a retry: the full events (no ids) are learned again, the labels are duplicates
+    assert answers["fast again"] == {**answers["slow again"],
+                                     "version": answers["fast again"]["version"]}
+    assert answers["fast again"]["accepted"] == 3
+    host = c.app.state.host
+    a, b = host.get("fast").learner.get_state(), host.get("slow").learner.get_state()
+    for k, v in a.items():
+        assert (np.array_equal(b[k], v) if isinstance(v, np.ndarray) else b[k] == v), k
 
 
 def test_label_only_events_need_an_id_and_a_model_with_feedback(app_client):
