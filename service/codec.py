@@ -20,11 +20,12 @@ from typing import Any
 import msgpack
 import numpy as np
 
-__all__ = ["CodecError", "decode_batch", "decode_export", "decode_state", "encode_batch",
-           "encode_export", "encode_state"]
+__all__ = ["CodecError", "apply_delta", "decode_batch", "decode_delta", "decode_export",
+           "decode_state", "encode_batch", "encode_delta", "encode_export", "encode_state"]
 
 BATCH_FORMAT = 1
 STATE_FORMAT = 1
+DELTA_FORMAT = 1
 EXPORT_KIND = "aucstream-model-export"
 EXPORT_FORMAT = 1
 # The config entries an export carries (the rest — name, uid, created_at — belong to the
@@ -155,6 +156,103 @@ def decode_state(blob: bytes) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
         raise CodecError("unknown checkpoint format")
     return {k: _unpack_value(v) for k, v in doc["state"].items()}
+
+
+# ----------------------------------------------------------------------------- deltas
+# A publication to the followers of what changed between two versions of a state: each
+# large array that kept its dtype and shape travels as the positions whose bits changed
+# and their new values, or as "same"; everything else travels whole. Applied to the state
+# at the base version (bit for bit the one the owner diffed against: states at equal
+# versions are equal, the learners being deterministic), it gives the new state exactly.
+_DIFF_MIN_SIZE = 1 << 10  # smaller arrays travel whole
+_DIFF_MAX_SHARE = 0.5  # an array with more changed positions than this share goes whole
+
+
+def _diff_value(old: Any, new: Any) -> Any:
+    if isinstance(new, dict):
+        if not isinstance(old, dict):
+            return _pack_value(new)
+        return {"dmap": {k: _diff_value(old.get(k), v) for k, v in new.items()}}
+    # same dtype and shape, or a 1-D array that grew (a feature index's columns)
+    if (not isinstance(new, np.ndarray) or not isinstance(old, np.ndarray)
+            or new.size < _DIFF_MIN_SIZE or new.dtype != old.dtype
+            or new.dtype.kind not in "fiub"
+            or not (new.shape == old.shape
+                    or (new.ndim == old.ndim == 1 and new.size > old.size))):
+        return _pack_value(new)
+    size = new.dtype.itemsize
+    a = np.ascontiguousarray(new).reshape(-1).view(f"u{size}")
+    b = np.ascontiguousarray(old).reshape(-1).view(f"u{size}")
+    at = np.flatnonzero(a[:b.size] != b)
+    if at.size == 0 and a.size == b.size:
+        return {"same": True}
+    if at.size + (a.size - b.size) > _DIFF_MAX_SHARE * new.size:
+        return _pack_value(new)
+    wide = new.size >= 2**31
+    return {"nd": new.dtype.str, "shape": list(new.shape), "aw": 8 if wide else 4,
+            "at": at.astype("<i8" if wide else "<i4").tobytes(),
+            "val": a[at].astype(f"<u{size}").tobytes(),
+            "tail": a[b.size:].astype(f"<u{size}").tobytes()}
+
+
+def _apply_value(old: Any, rec: Any) -> Any:
+    if not isinstance(rec, dict):
+        return rec
+    if "dmap" in rec:
+        if not isinstance(old, dict):
+            raise CodecError("a delta's map applies to no map of the base state")
+        return {k: _apply_value(old.get(k), v) for k, v in rec["dmap"].items()}
+    if "same" in rec or "at" in rec:
+        if not isinstance(old, np.ndarray):
+            raise CodecError("a delta's array applies to no array of the base state")
+        if "same" in rec:
+            return old  # states are never changed in place: sharing the array is safe
+        try:
+            dtype = np.dtype(rec["nd"])
+            shape = tuple(int(x) for x in rec["shape"])
+            at = np.frombuffer(rec["at"], {4: "<i4", 8: "<i8"}[rec["aw"]])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CodecError(f"malformed delta record: {exc}") from None
+        word = f"<u{dtype.itemsize}"
+        vals = np.frombuffer(rec["val"], word)
+        tail = np.frombuffer(rec.get("tail", b""), word)
+        if (dtype != old.dtype or int(np.prod(shape)) != old.size + tail.size
+                or (tail.size and not len(shape) == old.ndim == 1)
+                or (not tail.size and shape != old.shape)):
+            raise CodecError("a delta's array differs from the base state's in type or shape")
+        out = np.empty(shape, dtype)
+        bits = out.reshape(-1).view(word)
+        bits[:old.size] = np.ascontiguousarray(old).reshape(-1).view(word)
+        bits[old.size:] = tail
+        if vals.size != at.size or (at.size and (at.min() < 0 or at.max() >= old.size)):
+            raise CodecError("a delta's positions do not fit its array")
+        bits[at] = vals
+        return out
+    return _unpack_value(rec)
+
+
+def encode_delta(base: int, version: int, old: dict[str, Any], new: dict[str, Any]) -> bytes:
+    """Bytes of what changed from ``old`` (the state at version ``base``) to ``new``."""
+    body = {k: _diff_value(old.get(k), v) for k, v in new.items()}
+    return msgpack.packb({"format": DELTA_FORMAT, "base": int(base), "version": int(version),
+                          "state": body}, use_bin_type=True)
+
+
+def decode_delta(blob: bytes) -> tuple[int, int, dict[str, Any]]:
+    """(base version, version, delta records) of :func:`encode_delta`'s bytes."""
+    try:
+        doc = msgpack.unpackb(blob, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CodecError(f"undecodable delta: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != DELTA_FORMAT:
+        raise CodecError("unknown delta format")
+    return int(doc["base"]), int(doc["version"]), doc["state"]
+
+
+def apply_delta(old: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    """The new state: ``delta`` (from :func:`decode_delta`) applied to ``old``, the state
+    at its base version, which is left unchanged (unchanged arrays are shared)."""
+    return {k: _apply_value(old.get(k), v) for k, v in delta.items()}
 
 
 def encode_batch(y: np.ndarray, X: np.ndarray | None = None,

@@ -37,10 +37,13 @@ from aucstream.models.preprocessing import StandardScaler
 
 from .codec import (
     CodecError,
+    apply_delta,
     decode_batch,
+    decode_delta,
     decode_export,
     decode_state,
     encode_batch,
+    encode_delta,
     encode_export,
     encode_state,
 )
@@ -79,6 +82,11 @@ _REFRESH_WAIT = 0.05  # seconds a stale snapshot waits for a lock holder that is
 _QUARANTINE_RETRY = 30.0  # seconds between attempts to load a quarantined model again
 # Refusals a publication carries to the followers (their requests ask within moments).
 _PUBLISHED_REFUSALS = 64
+# An owner publishes what changed since its last publication (a delta) and, after this
+# many deltas or once they add up to the size of the last whole publication, the whole
+# state again (a checkpoint, which drops the deltas before it from the store): a follower
+# that fell behind reads at most about two whole states' worth.
+_DELTAS_PER_WHOLE = 64
 
 
 def _refused(event: int) -> EntryRefused:
@@ -327,6 +335,15 @@ class HostedModel:
         self.token: int | None = None
         self.owner: str | None = None
         self.published_version = 0  # the version of this owner's last publication
+        # Deltas (scale-out). The owner: the state it last published (version, state, lease
+        # token), what it diffs the next publication against; and the deltas and their
+        # bytes since its last whole publication, and that one's size. A follower: the
+        # state it last loaded (version, state), which the next deltas apply to.
+        self.published_state: tuple[int, dict[str, Any], int] | None = None
+        self._deltas = 0
+        self._delta_bytes = 0
+        self._whole_bytes = 0
+        self.followed: tuple[int, dict[str, Any]] | None = None
         self.published_at = 0.0  # monotonic time of the last publication or reload
         self.waiters = 0  # follower requests waiting for a publication
         self.look_again = False  # woken while a request thread was applying it
@@ -663,10 +680,12 @@ class HostedModel:
             return True
         return now - self.checkpoint_attempt >= settings.checkpoint_interval
 
-    def checkpoint(self, store: Store, settings: Settings, trim: bool = True) -> None:
+    def checkpoint(self, store: Store, settings: Settings, trim: bool = True,
+                   publishes: bool = False) -> None:
         """Save the state as the checkpoint (fenced with the lease token when owned; a
         lost lease raises LeaseLost), then trim the log behind it unless ``trim`` is
-        False (a publication to the followers)."""
+        False (a publication to the followers). ``publishes``: followers read it, and
+        this owner's next publication may be a delta against it."""
         token = self.token
         if trim:
             self.checkpoint_attempt = time.monotonic()
@@ -681,6 +700,9 @@ class HostedModel:
             # notices the new generation and drops this one
             log.info("checkpoint of %s skipped: %s", self.name, exc)
             return
+        # (not saved: one at this version or later is; equal versions are equal states)
+        self.published_state = None if token is None or not publishes else (version, state, token)
+        self._deltas, self._delta_bytes, self._whole_bytes = 0, 0, len(blob)
         self.published_version = max(self.published_version, version)
         self.published_at = time.monotonic()
         if saved:
@@ -692,6 +714,65 @@ class HostedModel:
                 store.trim(self.name, version - settings.log_retention,
                            settings.dedup_window, token=token)
             self.trim_version = version
+
+    def publish(self, store: Store, settings: Settings) -> None:
+        """Publish the state to the replicas that follow this model (the owner's work,
+        fenced with its token): what changed since this owner's last publication, or the
+        whole state (see ``_DELTAS_PER_WHOLE``)."""
+        token = self.token
+        last = self.published_state
+        if (last is None or last[2] != token or self._deltas >= _DELTAS_PER_WHOLE
+                or self._delta_bytes >= self._whole_bytes):
+            self.checkpoint(store, settings, trim=False, publishes=True)
+            return
+        with self.lock:
+            state = self.full_state()
+            version = self.version
+        if version <= last[0]:
+            return
+        blob = encode_delta(last[0], version, last[1], state)  # outside the lock
+        try:
+            store.publish_delta(self.name, last[0], version, blob, token=token)
+        except (ModelNotFound, ValueError) as exc:
+            log.info("publication of %s skipped: %s", self.name, exc)
+            return
+        self.published_state = (version, state, last[2])
+        self._deltas += 1
+        self._delta_bytes += len(blob)
+        self.published_version = max(self.published_version, version)
+        self.published_at = time.monotonic()
+
+    def follow(self, store: Store, metrics: Metrics | None) -> bool:
+        """A follower: load what the owner published beyond this replica's version —
+        the deltas after the state it last loaded, else the checkpoint and the deltas
+        after that. Whether it moved on."""
+        if store.publication_version(self.name) <= self.version:
+            return False
+        held = self.followed
+        deltas = store.read_deltas(self.name, self.version)
+        start: tuple[int, dict[str, Any]] | None = None
+        created_at = time.time()  # a delta's state: published moments ago
+        if held is not None and held[0] == self.version and deltas and \
+                deltas[0].base == self.version:
+            start = held
+        else:
+            cp = store.load_checkpoint(self.name)
+            if cp is not None and cp.version > self.version:
+                start = (cp.version, decode_state(cp.blob))
+                created_at = cp.created_at
+        if start is None:
+            return False
+        version, state = start
+        for d in deltas:
+            if d.base == version:  # the chain from `start` (others: before it)
+                _, version, changes = decode_delta(d.blob)
+                state = apply_delta(state, changes)
+        with self.lock:
+            if self.owned or version <= self.version:
+                return False
+            self.restore(state, version, created_at, metrics)
+            self.followed = (version, state)
+        return True
 
     # ------------------------------------------------------------------ reporting
     def export(self, metrics: Metrics) -> None:
@@ -1209,6 +1290,7 @@ class ModelHost:
         with model.lock:
             model.token = lease.token
             model.owner = self.replica
+            model.followed = None
         log.info("model %s: owned by this replica (%s, lease %d)", model.name, self.replica,
                  lease.token)
         model.catch_up(self.store, None, self.metrics)  # what the last owner left
@@ -1220,6 +1302,7 @@ class ModelHost:
                 return
             model.token = None
             model.owner = None
+            model.published_state = None
             model._pending.clear()  # applied by the next owner; counted when published
         log.info("model %s: no longer owned by this replica: %s", model.name, why)
 
@@ -1238,7 +1321,7 @@ class ModelHost:
                     self._look(model, model.name in woken)
                     if (model.version > model.published_version
                             and now - model.published_at >= self.settings.publish_interval):
-                        model.checkpoint(self.store, self.settings, trim=False)
+                        model.publish(self.store, self.settings)
                 elif model.waiters or now - model.published_at >= self.settings.max_staleness / 2:
                     self._refresh(model)
             except LeaseLost:
@@ -1268,22 +1351,15 @@ class ModelHost:
             model.catch_up(self.store, None, self.metrics)
 
     def _refresh(self, model: HostedModel) -> None:
-        """A follower: load the owner's publication if it is newer than what it serves."""
+        """A follower: load the owner's publications if they are newer than what it
+        serves."""
         model.published_at = time.monotonic()
-        if self.store.checkpoint_version(model.name) <= model.version:
-            return
-        cp = self.store.load_checkpoint(model.name)
-        if cp is None or cp.version <= model.version:
-            return
-        state = decode_state(cp.blob)
-        with model.lock:
-            if model.owned or cp.version <= model.version:
+        try:
+            if not model.follow(self.store, self.metrics):
                 return
-            try:
-                model.restore(state, cp.version, cp.created_at, self.metrics)
-            except ValueError as exc:  # another generation: the sync loop swaps models
-                log.info("publication of %s skipped: %s", model.name, exc)
-                return
+        except ValueError as exc:  # another generation: the sync loop swaps models
+            log.info("publication of %s skipped: %s", model.name, exc)
+            return
         model.sync_pins(self.store)
         model.notify()
 
@@ -1385,9 +1461,9 @@ class ModelHost:
             model.publish_if_stale()
             try:
                 if model.checkpoint_due(self.settings, now):
-                    model.checkpoint(self.store, self.settings)
+                    model.checkpoint(self.store, self.settings, publishes=self.scaled_out)
                 elif self.scaled_out and model.version > model.published_version:
-                    model.checkpoint(self.store, self.settings, trim=False)
+                    model.publish(self.store, self.settings)
             except LeaseLost:
                 self._demote(model, "its lease was lost")
         n_entries, _, _ = self.store.log_bounds(model.name)

@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     )
     publish_interval: float = Field(
         0.1, gt=0, description="seconds between an owner's publications of a changing "
-        "model to its followers (a checkpoint)"
+        "model to its followers (a delta of what changed; every so often the whole state)"
     )
     follow_interval: float = Field(
         0.02, gt=0, description="seconds between an owner's checks for models whose log "

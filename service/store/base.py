@@ -8,7 +8,9 @@ The durable log is the source of truth. Per model a store keeps:
 - recent event ids, so that a retried event is not learned twice (a store may remember an
   id by a 64-bit digest: an event is then taken for a duplicate also when its id's digest
   equals a remembered one's, about once in 2**64 / window events);
-- the latest checkpoint: an opaque learner-state blob and the position it covers.
+- the latest checkpoint: an opaque learner-state blob and the position it covers;
+- the deltas published since that checkpoint (scale-out: what changed between two
+  versions, for the replicas that follow the model).
 
 Positions count learned events: an entry covers positions ``start + 1 .. end`` and the
 model's *version* after applying it is ``end``. Events whose id was seen before are kept
@@ -27,16 +29,17 @@ exist (:meth:`Store.release_lease` excepted). A model that is deleted and create
 is a new model: its log starts again at position 0.
 
 Ownership (scale-out, issue 15). Each model has at most one owner replica at a time,
-holding the model's *lease* in the store for a time-to-live it renews. Each time the lease
-changes hands (taken while free or expired) its *fencing token* grows by one; a renewal
-by the holder keeps it. The owner's writes of derived state (:meth:`Store.save_checkpoint`,
-:meth:`Store.trim`, :meth:`Store.set_pin`) pass its token, and the store performs such a
-*fenced* write only if the lease is still held, unexpired, with exactly that token --
-checked atomically with the write -- else raises :class:`LeaseLost` and writes nothing.
-So an owner that stalled past its lease (a GC pause, a partition) and was replaced cannot
-overwrite its successor's state. Appends are not fenced: any replica may append, the log
-orders them. Lease times are the backend's: the Redis server's clock, or ``time.time()``
-of the SQLite writer (all processes share the machine).
+holding the model's *lease* in the store for a time-to-live it renews. Each time the
+lease changes hands (taken while free or expired) its *fencing token* grows by one; a
+renewal by the holder keeps it. The owner's writes of derived state
+(:meth:`Store.save_checkpoint`, :meth:`Store.publish_delta`, :meth:`Store.trim`,
+:meth:`Store.set_pin`) pass its token, and the store performs such a *fenced* write only
+if the lease is still held, unexpired, with exactly that token -- checked atomically
+with the write -- else raises :class:`LeaseLost` and writes nothing. So an owner that
+stalled past its lease (a GC pause, a partition) and was replaced cannot overwrite its
+successor's state. Appends are not fenced: any replica may append, the log orders them.
+Lease times are the backend's: the Redis server's clock, or ``time.time()`` of the
+SQLite writer (all processes share the machine).
 
 Tokens of a model name never decrease, not even across delete and re-create: a model's
 first lease has token 1, and a re-created model's next token follows the deleted one's
@@ -68,6 +71,7 @@ __all__ = [
     "AppendOutcomeUnknown",
     "AppendResult",
     "Checkpoint",
+    "Delta",
     "Impression",
     "Lease",
     "LeaseLost",
@@ -157,6 +161,16 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Delta:
+    """A publication of what changed from the state at ``base`` to the state at
+    ``version`` (an opaque blob, :func:`service.codec.encode_delta`'s)."""
+
+    base: int
+    version: int
+    blob: bytes
+
+
+@dataclass(frozen=True)
 class Lease:
     """A model's ownership lease: who holds it, its fencing token, and its time left."""
 
@@ -233,6 +247,28 @@ class Store(Protocol):
 
     def load_checkpoint(self, name: str) -> Checkpoint | None:
         """The latest checkpoint, or None."""
+
+    def publish_delta(self, name: str, base: int, version: int, blob: bytes,
+                      token: int | None = None) -> bool:
+        """Keep ``blob``, what changed from the state at ``base`` to the state at
+        ``version``, for followers (:meth:`read_deltas`), if ``version`` is newer than
+        the stored checkpoint's and every kept delta's (True); else keep nothing (False).
+
+        A checkpoint saved at a version drops the deltas up to that version, so a
+        follower reads a checkpoint and then the deltas after it. Raise ValueError unless
+        ``0 <= base < version`` and ``version`` is within the log. Durable on return. With
+        ``token``: fenced (see the module docstring).
+        """
+        raise NotImplementedError
+
+    def read_deltas(self, name: str, after: int) -> list[Delta]:
+        """The kept deltas whose version is beyond ``after``, oldest first."""
+        raise NotImplementedError
+
+    def publication_version(self, name: str) -> int:
+        """The newest of the checkpoint's version and the kept deltas' (0 if none): the
+        followers' poll, which reads no blob. Raise ModelNotFound."""
+        raise NotImplementedError
 
     def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
         """Drop entries with ``end <= upto`` and ids of events at positions ``<= upto - keep_ids``.
@@ -421,3 +457,12 @@ def check_position(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{what} must be a non-negative int; got {value!r}")
     return value
+
+
+def check_delta_versions(base: int, version: int) -> tuple[int, int]:
+    """A delta's (base, version): positions with base < version, else ValueError."""
+    base = check_position(base, "base")
+    version = check_position(version, "version")
+    if base >= version:
+        raise ValueError(f"a delta's base ({base}) must be before its version ({version})")
+    return base, version

@@ -149,6 +149,7 @@ from aucstream.service.store.base import (
     AppendOutcomeUnknown,
     AppendResult,
     Checkpoint,
+    Delta,
     Impression,
     Lease,
     LeaseLost,
@@ -156,6 +157,7 @@ from aucstream.service.store.base import (
     ModelExists,
     ModelNotFound,
     StoreUnavailable,
+    check_delta_versions,
     check_event_ids,
     check_name,
     check_position,
@@ -169,7 +171,8 @@ from aucstream.service.store.id_window import IdWindow
 __all__ = ["RedisStore"]
 
 # The model keys a create clears and a delete removes (all but the lease counter).
-_MODEL_KEYS = ("config", "meta", "log", "ids", "ckpt", "pins", "lease", "dedup", "dlog")
+_MODEL_KEYS = ("config", "meta", "log", "ids", "ckpt", "pins", "lease", "dedup", "dlog",
+               "pub")
 
 # The fence of the fenced writes: whether a write with fencing token `token` (a decimal
 # string, "" = not fenced) must be refused because the lease at key `lease` is not held
@@ -510,8 +513,9 @@ end
 return {n, first, e}
 """
 
-# KEYS: config, meta, ckpt, lease. ARGV: version, blob, created_at, fencing token.
+# KEYS: config, meta, ckpt, lease, pub. ARGV: version, blob, created_at, fencing token.
 # Returns -1 (no model), -3 (lease lost), -2 (beyond the log end), 0 (not newer), 1 (saved).
+# The deltas up to the checkpoint go (entry ids of `pub` are "<version>-0").
 _SAVE_CKPT = "#!lua" + _FENCE_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if lease_lost(KEYS[4], ARGV[4]) then return -3 end
@@ -520,7 +524,42 @@ if v > tonumber(redis.call('HGET', KEYS[2], 'end') or '0') then return -2 end
 local cur = redis.call('HGET', KEYS[3], 'version')
 if cur and tonumber(cur) >= v then return 0 end
 redis.call('HSET', KEYS[3], 'version', ARGV[1], 'blob', ARGV[2], 'created_at', ARGV[3])
+redis.call('XTRIM', KEYS[5], 'MINID', string.format('%d-0', v + 1))
 return 1
+"""
+
+# The newest kept delta's version (0 if none) of the `pub` stream at `key`.
+_PUB_LIB = """
+local function last_delta(key)
+  local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
+  if not last then return 0 end
+  return tonumber(string.sub(last[1], 1, string.find(last[1], '-', 1, true) - 1))
+end
+"""
+
+# KEYS: config, meta, ckpt, lease, pub. ARGV: base, version, blob, fencing token.
+# Returns -1 (no model), -3 (lease lost), -2 (beyond the log end), 0 (not newer), 1 (kept).
+_PUBLISH_DELTA = "#!lua" + _FENCE_LIB + _PUB_LIB + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if lease_lost(KEYS[4], ARGV[4]) then return -3 end
+local v = tonumber(ARGV[2])
+if v > tonumber(redis.call('HGET', KEYS[2], 'end') or '0') then return -2 end
+if tonumber(redis.call('HGET', KEYS[3], 'version') or '0') >= v then return 0 end
+if last_delta(KEYS[5]) >= v then return 0 end
+redis.call('XADD', KEYS[5], string.format('%d-0', v), 'b', ARGV[1], 'd', ARGV[3])
+return 1
+"""
+
+# KEYS: config, pub. ARGV: after. Returns nil if no model, else the entries beyond `after`.
+_READ_DELTAS = """#!lua flags=no-writes
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('XRANGE', KEYS[2], string.format('%d-0', tonumber(ARGV[1]) + 1), '+')
+"""
+
+# KEYS: config, ckpt, pub. Returns -1 if no model, else the newest published version.
+_PUB_VERSION = "#!lua flags=no-writes" + _PUB_LIB + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return math.max(tonumber(redis.call('HGET', KEYS[2], 'version') or '0'), last_delta(KEYS[3]))
 """
 
 # KEYS: config, ckpt. Returns nil if no model, {} if no checkpoint, else the 3 fields.
@@ -969,6 +1008,9 @@ class RedisStore:
         self._bounds = client.register_script(_BOUNDS)
         self._save_ckpt = client.register_script(_SAVE_CKPT)
         self._load_ckpt = client.register_script(_LOAD_CKPT)
+        self._publish_delta = client.register_script(_PUBLISH_DELTA)
+        self._read_deltas = client.register_script(_READ_DELTAS)
+        self._pub_version = client.register_script(_PUB_VERSION)
         self._trim = client.register_script(_TRIM)
         self._set_pin = client.register_script(_SET_PIN)
         self._read_pins = client.register_script(_READ_PINS)
@@ -1365,7 +1407,7 @@ class RedisStore:
 
     def save_checkpoint(self, name: str, version: int, blob: bytes,
                         token: int | None = None) -> bool:
-        keys = self._keys(name, "config", "meta", "ckpt", "lease")
+        keys = self._keys(name, "config", "meta", "ckpt", "lease", "pub")
         version = check_position(version, "version")
         token = check_token(token)
         with self._guard("save_checkpoint"):
@@ -1389,6 +1431,44 @@ class RedisStore:
             return None
         version, blob, created_at = res
         return Checkpoint(version=int(version), blob=bytes(blob), created_at=float(created_at))
+
+    def publish_delta(self, name: str, base: int, version: int, blob: bytes,
+                      token: int | None = None) -> bool:
+        keys = self._keys(name, "config", "meta", "ckpt", "lease", "pub")
+        base, version = check_delta_versions(base, version)
+        token = check_token(token)
+        with self._guard("publish_delta"):
+            res = self._publish_delta(keys=keys, args=[base, version, bytes(blob),
+                                                       "" if token is None else token])
+        if res == -1:
+            self._not_found(name)
+        if res == -3:
+            self._lease_lost(name, "publish_delta", token)
+        if res == -2:
+            raise ValueError(f"delta version {version} is beyond the log end of {name!r}")
+        return bool(res)
+
+    def read_deltas(self, name: str, after: int) -> list[Delta]:
+        keys = self._keys(name, "config", "pub")
+        after = check_position(after, "after")
+        with self._guard("read_deltas"):
+            res = self._read_deltas(keys=keys, args=[after])
+        if res is None:
+            self._not_found(name)
+        out = []
+        for entry_id, fields in res:
+            f = dict(zip(fields[::2], fields[1::2], strict=True))
+            out.append(Delta(base=int(f[b"b"]), version=int(bytes(entry_id).split(b"-")[0]),
+                             blob=bytes(f[b"d"])))
+        return out
+
+    def publication_version(self, name: str) -> int:
+        keys = self._keys(name, "config", "ckpt", "pub")
+        with self._guard("publication_version"):
+            res = self._pub_version(keys=keys)
+        if res == -1:
+            self._not_found(name)
+        return int(res)
 
     def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
         keys = self._keys(name, "config", "log", "ids", "ckpt", "lease", "meta", "dedup",

@@ -54,6 +54,7 @@ from aucstream.service.store.base import (
     IMPRESSION_STATUSES,
     AppendResult,
     Checkpoint,
+    Delta,
     Impression,
     Lease,
     LeaseLost,
@@ -61,6 +62,7 @@ from aucstream.service.store.base import (
     ModelExists,
     ModelNotFound,
     StoreUnavailable,
+    check_delta_versions,
     check_event_ids,
     check_name,
     check_position,
@@ -129,6 +131,15 @@ _SCHEMA = (
         id TEXT PRIMARY KEY,
         expires_at REAL NOT NULL
     ) WITHOUT ROWID""",
+    # added within schema version 3: an older aucstream ignores it (its owners publish
+    # whole checkpoints only, and its followers read only those)
+    """CREATE TABLE IF NOT EXISTS deltas (
+        model INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        base INTEGER NOT NULL,
+        blob BLOB NOT NULL,
+        PRIMARY KEY (model, version)
+    )""",
     # added within schema version 2: an older aucstream ignores it (it never wakes an
     # owner, whose sync loop then finds its entries within a sync_interval)
     """CREATE TABLE IF NOT EXISTS wakes (
@@ -353,7 +364,7 @@ class SqliteStore:
         check_name(name)
         with self._guard("delete_model"), self._tx() as c:
             mid, _ = self._model(c, name)
-            for table in ("log", "checkpoints", "pins", "impression_counts"):
+            for table in ("log", "checkpoints", "deltas", "pins", "impression_counts"):
                 c.execute(f"DELETE FROM {table} WHERE model = ?", (mid,))
             sqlite_ids.drop_model(c, mid)
             impressions.drop_model(c, mid)
@@ -533,7 +544,10 @@ class SqliteStore:
                 "WHERE excluded.version > checkpoints.version",
                 (mid, version, data, time.time()),
             )
-            return cur.rowcount > 0
+            if cur.rowcount == 0:
+                return False
+            c.execute("DELETE FROM deltas WHERE model = ? AND version <= ?", (mid, version))
+            return True
 
     def load_checkpoint(self, name: str) -> Checkpoint | None:
         check_name(name)
@@ -545,6 +559,47 @@ class SqliteStore:
         if row is None:
             return None
         return Checkpoint(version=int(row[0]), blob=bytes(row[1]), created_at=float(row[2]))
+
+    def publish_delta(self, name: str, base: int, version: int, blob: bytes,
+                      token: int | None = None) -> bool:
+        check_name(name)
+        base, version = check_delta_versions(base, version)
+        token = check_token(token)
+        data = bytes(blob)
+        with self._guard("publish_delta"), self._tx() as c:
+            mid, end = self._model(c, name)
+            self._fence(c, name, token, "publish_delta")
+            if version > end:
+                raise ValueError(f"delta version {version} is beyond the log end of {name!r}")
+            newest = c.execute(
+                "SELECT MAX(v) FROM (SELECT version AS v FROM checkpoints WHERE model = ?1 "
+                "UNION ALL SELECT MAX(version) FROM deltas WHERE model = ?1)", (mid,)
+            ).fetchone()[0]
+            if newest is not None and newest >= version:
+                return False
+            c.execute("INSERT INTO deltas (model, version, base, blob) VALUES (?, ?, ?, ?)",
+                      (mid, version, base, data))
+            return True
+
+    def read_deltas(self, name: str, after: int) -> list[Delta]:
+        check_name(name)
+        after = check_position(after, "after")
+        with self._guard("read_deltas"), self._tx("DEFERRED") as c:
+            mid, _ = self._model(c, name)
+            rows = c.execute("SELECT base, version, blob FROM deltas WHERE model = ? "
+                             "AND version > ? ORDER BY version", (mid, after)).fetchall()
+        return [Delta(base=int(b), version=int(v), blob=bytes(d)) for b, v, d in rows]
+
+    def publication_version(self, name: str) -> int:
+        check_name(name)
+        with self._guard("publication_version"), self._conn() as c:
+            row = c.execute(
+                "SELECT m.id, (SELECT version FROM checkpoints WHERE model = m.id), "
+                "(SELECT MAX(version) FROM deltas WHERE model = m.id) "
+                "FROM models m WHERE m.name = ?", (name,)).fetchone()
+        if row is None:
+            _not_found(name)
+        return max(int(row[1] or 0), int(row[2] or 0))
 
     def trim(self, name: str, upto: int, keep_ids: int, token: int | None = None) -> None:
         check_name(name)

@@ -11,9 +11,12 @@ from hypothesis.extra import numpy as hnp
 
 from aucstream.service.codec import (
     CodecError,
+    apply_delta,
     decode_batch,
+    decode_delta,
     decode_state,
     encode_batch,
+    encode_delta,
     encode_state,
 )
 
@@ -170,3 +173,115 @@ def test_float_indices_are_refused():
     doc["indices"] = {"nd": "<f8", "shape": [1], "data": np.array([3.0]).tobytes()}
     with pytest.raises(CodecError, match="indices"):
         decode_batch(msgpack.packb(doc, use_bin_type=True))
+
+
+# -- deltas (publications to followers) --------------------------------------------------
+
+
+def _same_state(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k, v in a.items():
+        w = b[k]
+        if isinstance(v, dict):
+            if not (isinstance(w, dict) and _same_state(v, w)):
+                return False
+        elif isinstance(v, np.ndarray):
+            if not (isinstance(w, np.ndarray) and _same_bits(v, w)):
+                return False
+        elif type(v) is not type(w) or v != w:
+            return False
+    return True
+
+
+def _copy(state: dict) -> dict:
+    return {k: _copy(v) if isinstance(v, dict) else v.copy() if isinstance(v, np.ndarray)
+            else v for k, v in state.items()}
+
+
+@st.composite
+def state_pairs(draw):
+    """A state and a later one: arrays changed at a few positions or many, grown, shrunk,
+    retyped, added or dropped; NaN payloads and signed zeros included."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    old: dict = {"uid": "u", "version": 3}
+    new: dict = {"uid": "u", "version": draw(st.integers(4, 10**9))}
+    for i in range(draw(st.integers(1, 6))):
+        dtype = draw(st.sampled_from([np.float64, np.int64, np.int8, np.bool_, np.uint32]))
+        size = draw(st.sampled_from([8, 1000, 1024, 5000]))
+        shape = (size,) if draw(st.booleans()) else (size // 4, 4)
+        a = rng.integers(0, 3, size=shape).astype(dtype)
+        if dtype == np.float64:
+            a.reshape(-1)[rng.integers(0, size, 3)] = [np.nan, -0.0, 1e30]
+        b = a.copy()
+        how = draw(st.sampled_from(["few", "many", "same", "grow", "shrink", "retype",
+                                    "new", "gone"]))
+        flat = b.reshape(-1)
+        if how == "few":
+            flat[rng.integers(0, size, draw(st.integers(1, 20)))] = 1
+            if dtype == np.float64:  # a NaN of another payload, and -0.0 for 0.0
+                flat[0] = np.frombuffer(b"\x01\x00\x00\x00\x00\x00\xf8\x7f", "<f8")[0]
+                flat[1] = -0.0 if flat[1] == 0 else flat[1]
+        elif how == "many":
+            flat[:] = rng.integers(5, 9, size=size).astype(dtype)
+        elif how == "grow":
+            b = np.concatenate([flat, flat[: draw(st.integers(1, 300))]])
+        elif how == "shrink":
+            b = flat[: size // 2].copy()
+        elif how == "retype":
+            b = b.astype(np.float32)
+        key = f"a{i}"
+        if how != "new":
+            old[key] = a
+        if how != "gone":
+            new[key] = b
+    new["learner"] = {"w_": new.get("a0", np.zeros(2)).copy(), "C": 0.5}
+    old["learner"] = {"w_": old.get("a0", np.ones(2)).copy(), "C": 0.5}
+    return old, new
+
+
+@settings(max_examples=200, deadline=None)
+@given(pair=state_pairs())
+def test_a_delta_applied_to_the_base_state_gives_the_new_state_bit_for_bit(pair):
+    old, new = pair
+    kept = _copy(old)
+    blob = encode_delta(3, new["version"], old, new)
+    base, version, delta = decode_delta(blob)
+    assert (base, version) == (3, new["version"])
+    got = apply_delta(old, delta)
+    assert _same_state(got, new)
+    assert _same_state(old, kept)  # the base state is left as it was
+    assert _same_state(decode_state(encode_state(got)), new)
+
+
+def test_a_delta_carries_what_changed_not_the_whole_state():
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=65_536)
+    cols = np.arange(30_000, dtype=np.int64)
+    old = {"version": 1, "learner": {"w_": w, "n_": np.zeros(1)}, "feature_index": cols}
+    w2 = w.copy()
+    w2[rng.integers(0, w.size, 2_000)] += 1.0
+    new = {"version": 2, "learner": {"w_": w2, "n_": np.ones(1)},
+           "feature_index": np.concatenate([cols, np.arange(30_000, 30_500)])}
+    blob = encode_delta(1, 2, old, new)
+    assert len(blob) < 30_000  # against ~760 kB whole
+    assert len(encode_state(new)) > 700_000
+    assert _same_state(apply_delta(old, decode_delta(blob)[2]), new)
+    same = decode_delta(encode_delta(2, 3, new, {**new, "version": 3}))[2]
+    assert same["learner"]["dmap"]["w_"] == {"same": True}
+    assert apply_delta(new, same)["learner"]["w_"] is new["learner"]["w_"]  # shared
+
+
+@pytest.mark.parametrize("record", [
+    {"dmap": {"w": {"same": True}}},  # no array in the base state
+    {"dmap": {"w_": {"nd": "<f8", "shape": [4], "aw": 4, "at": b"\x09\x00\x00\x00",
+                     "val": b"\x00" * 8}}},  # a position outside the array
+    {"dmap": {"w_": {"nd": "<f4", "shape": [4], "aw": 4, "at": b"", "val": b""}}},
+    {"dmap": {"w_": {"nd": "<f8", "shape": [5], "aw": 4, "at": b"", "val": b""}}},
+    {"dmap": {"w_": {"nd": "<f8", "shape": [4], "aw": 3, "at": b"", "val": b""}}},
+])
+def test_deltas_that_do_not_fit_the_base_state_raise_codec_error(record):
+    with pytest.raises(CodecError):
+        apply_delta({"learner": {"w_": np.zeros(4)}}, {"learner": record})
+    with pytest.raises(CodecError):
+        decode_delta(b"\x81\xa6format\x09")

@@ -277,3 +277,120 @@ def test_a_renewal_racing_a_hand_over_leaves_the_lease_free(settings_for):
     assert not model.owned
     assert a.store.get_lease(name) is None
     a.store.close()
+
+
+def _hashed_batch(n: int, seed: int) -> tuple[EncodedBatch, np.ndarray]:
+    """Rows of 8 hashed features each, from a vocabulary that keeps growing."""
+    rng = np.random.default_rng(seed)
+    indices = rng.integers(0, 200 + 300 * seed, size=(n, 8)).astype(np.int64)
+    y = np.where(rng.random(n) < 0.3, 1, -1).astype(np.int8)
+    return (EncodedBatch(n=n, indptr=np.arange(0, 8 * n + 1, 8, dtype=np.int64),
+                         indices=np.sort(indices, axis=1).reshape(-1),
+                         values=rng.random(8 * n)), y)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return type(a) is type(b) and a == b
+
+
+def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settings_for):
+    """The owner publishes what changed (a delta) and every so often the whole state;
+    the follower applies the deltas to what it loaded last, reads a whole state only to
+    start or to skip a gap, and holds the owner's state to the bit, also across a
+    regular checkpoint and a change of owner."""
+    over = {"publish_interval": 1e-6, "max_staleness": 1e-6}
+    a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
+    for h in (a, b):
+        h.keep_leases()
+    name = A_NAMES[0]
+    config = {**_config(name), "features": {"kind": "hashed", "bits": 16},
+              "rolling_window": 2000}
+    model = a.create(config)
+    b.sync_once()
+    follower = b.get(name)
+    loads = [0]
+    load = b.store.load_checkpoint
+
+    def counted(n: str):
+        loads[0] += n == name
+        return load(n)
+
+    b.store.load_checkpoint = counted  # type: ignore[method-assign]
+    wholes = [0]
+    save = a.store.save_checkpoint
+
+    def saved(n: str, *args, **kwargs):
+        wholes[0] += n == name
+        return save(n, *args, **kwargs)
+
+    a.store.save_checkpoint = saved  # type: ignore[method-assign]
+    rounds = []  # per round: (whole states the owner published, the follower loaded)
+    for k in range(12):
+        batch, y = _hashed_batch(200, k)
+        a.append_and_apply(model, batch, y, [None] * 200)
+        w, n = wholes[0], loads[0]
+        a.follow_once()  # publishes
+        if k == 6:  # a regular checkpoint: whole, and the deltas before it go
+            model.checkpoint(a.store, a.settings, publishes=True)
+            assert a.store.read_deltas(name, 0) == []
+        b.follow_once()  # loads
+        rounds.append((wholes[0] - w, loads[0] - n))
+        assert follower.version == model.version == 200 * (k + 1)
+        with model.lock, follower.lock:
+            assert _same(follower.full_state(), model.full_state()), k
+    # a whole state is read only when the owner published one since the last round
+    assert all(loaded == (whole > 0) for whole, loaded in rounds), rounds
+    assert sum(whole == 0 for whole, _ in rounds) >= 6, rounds  # the rest were deltas
+    # a new owner publishes its first state whole, then deltas against it
+    token = model.token
+    a._demote(model, "test")
+    assert token is not None and a.store.release_lease(name, "a", token)
+    b._take(follower)
+    assert follower.owned and follower.followed is None
+    for k in range(12, 15):
+        batch, y = _hashed_batch(200, k)
+        b.append_and_apply(follower, batch, y, [None] * 200)
+        b.follow_once()
+        a.follow_once()
+        assert model.version == follower.version
+        with model.lock, follower.lock:
+            assert _same(follower.full_state(), model.full_state()), k
+    assert [d.base for d in b.store.read_deltas(name, 0)] == [2600, 2800]
+    for h in (a, b):
+        h.store.close()
+
+
+def test_a_follower_skips_deltas_that_do_not_chain_from_the_state_it_starts_at(settings_for):
+    """A follower that reads the deltas, then the checkpoint a publication saved in
+    between: the deltas from before the checkpoint do not apply to it."""
+    over = {"publish_interval": 1e-6, "max_staleness": 1e-6}
+    a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
+    for h in (a, b):
+        h.keep_leases()
+    name = A_NAMES[0]
+    model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}})
+    b.sync_once()
+    follower = b.get(name)
+    for k in range(2):
+        a.append_and_apply(model, *_hashed_batch(100, k), [None] * 100)
+        a.follow_once()  # whole, then a delta
+    b.follow_once()
+    assert follower.version == 200
+    follower.followed = None  # (as after a hand-over: it starts from a whole state)
+    a.append_and_apply(model, *_hashed_batch(100, 2), [None] * 100)
+    a.follow_once()  # a delta 200 -> 300 ...
+    stale = a.store.read_deltas(name, 200)
+    assert [(d.base, d.version) for d in stale] == [(200, 300)]
+    a.append_and_apply(model, *_hashed_batch(100, 3), [None] * 100)
+    model.checkpoint(a.store, a.settings, publishes=True)  # ... gone with this one
+    b.store.read_deltas = lambda n, after: stale  # type: ignore[method-assign]
+    b.follow_once()
+    assert follower.version == model.version == 400
+    with model.lock, follower.lock:
+        assert _same(follower.full_state(), model.full_state())
+    for h in (a, b):
+        h.store.close()

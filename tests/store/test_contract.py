@@ -83,6 +83,9 @@ def test_every_method_raises_model_not_found(store: Store) -> None:
         lambda: store.log_bounds("nope"),
         lambda: store.save_checkpoint("nope", 0, b"s"),
         lambda: store.load_checkpoint("nope"),
+        lambda: store.publish_delta("nope", 0, 1, b"d"),
+        lambda: store.read_deltas("nope", 0),
+        lambda: store.publication_version("nope"),
         lambda: store.trim("nope", 0, 0),
         lambda: store.keep_impressions("nope", [("a", b"p")], T0, T0 + 10, 10),
         lambda: store.keep_impressions("nope", [], T0, T0 + 10, 10),
@@ -240,6 +243,48 @@ def test_checkpoint_beyond_the_log_end_is_rejected(store: Store, model: str) -> 
     assert store.load_checkpoint(model) is None
 
 
+def test_deltas_follow_the_checkpoint_and_go_with_the_next_one(store: Store,
+                                                              model: str) -> None:
+    store.append(model, b"1", [None] * 10)
+    assert store.publication_version(model) == 0
+    assert store.read_deltas(model, 0) == []
+    assert store.publish_delta(model, 0, 2, b"d2")
+    assert store.publish_delta(model, 2, 4, b"d4")
+    assert not store.publish_delta(model, 3, 4, b"again")  # not newer than the last
+    assert not store.publish_delta(model, 1, 3, b"older")
+    assert store.publication_version(model) == 4
+    blob = bytes(range(256)) * 1000
+    assert store.publish_delta(model, 4, 7, blob)
+    assert [(d.base, d.version, d.blob) for d in store.read_deltas(model, 0)] == [
+        (0, 2, b"d2"), (2, 4, b"d4"), (4, 7, blob)]
+    assert [d.version for d in store.read_deltas(model, 2)] == [4, 7]
+    assert [d.version for d in store.read_deltas(model, 3)] == [4, 7]
+    assert store.read_deltas(model, 7) == []
+    # a checkpoint drops the deltas up to its version; none at or before it is taken
+    assert store.save_checkpoint(model, 4, b"s4")
+    assert [d.version for d in store.read_deltas(model, 0)] == [7]
+    assert store.publication_version(model) == 7
+    assert not store.publish_delta(model, 3, 4, b"d")
+    assert store.save_checkpoint(model, 8, b"s8")
+    assert store.read_deltas(model, 0) == []
+    assert store.publication_version(model) == 8
+    assert not store.publish_delta(model, 7, 8, b"d")
+    assert store.publish_delta(model, 8, 10, b"d10")
+    assert store.publication_version(model) == 10
+    assert not store.save_checkpoint(model, 8, b"s8 again")  # not newer: deltas stay
+    assert [d.version for d in store.read_deltas(model, 0)] == [10]
+
+
+def test_bad_deltas_are_rejected(store: Store, model: str) -> None:
+    store.append(model, b"1", [None] * 3)
+    for base, version in ((0, 4), (2, 2), (3, 1), (-1, 2)):
+        with pytest.raises(ValueError):
+            store.publish_delta(model, base, version, b"d")
+    with pytest.raises(ValueError):
+        store.read_deltas(model, -1)
+    assert store.read_deltas(model, 0) == [] and store.publication_version(model) == 0
+
+
 # -- trim ------------------------------------------------------------------------------
 
 
@@ -367,13 +412,15 @@ def test_delete_removes_everything_and_a_recreated_model_starts_at_zero(
     store: Store, model: str
 ) -> None:
     store.append(model, b"1", ids("a", 4))
-    store.save_checkpoint(model, 4, b"s")
+    store.save_checkpoint(model, 2, b"s")
+    store.publish_delta(model, 2, 4, b"d")
     store.delete_model(model)
     assert store.list_models() == []
     store.create_model(model, {"new": True})
     assert store.get_config(model) == {"new": True}
     assert store.log_bounds(model) == (0, 0, 0)
     assert store.load_checkpoint(model) is None
+    assert store.read_deltas(model, 0) == [] and store.publication_version(model) == 0
     assert store.read_log(model, 0) == []
     r = store.append(model, b"2", ids("a", 2))  # old ids are forgotten too
     assert r.entry == LogEntry(0, 2, b"2", ())

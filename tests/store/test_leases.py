@@ -176,12 +176,14 @@ def snapshot(store: Store, name: str, known: list[str | None]) -> tuple[object, 
     ckpt = store.load_checkpoint(name)
     return (None if ckpt is None else (ckpt.version, ckpt.blob), store.log_bounds(name),
             [(e.start, e.end) for e in store.read_log(name, 0)], store.read_pins(name),
+            store.read_deltas(name, 0), store.publication_version(name),
             store.append(name, b"probe", known).entry)
 
 
 def stale_writes(store: Store, name: str, token: int) -> dict[str, Callable[[], object]]:
     return {
         "save_checkpoint": lambda: store.save_checkpoint(name, 4, b"stale", token=token),
+        "publish_delta": lambda: store.publish_delta(name, 2, 4, b"stale", token=token),
         "trim": lambda: store.trim(name, 4, 0, token=token),
         "set_pin": lambda: store.set_pin(name, 1, token=token),
     }
@@ -202,6 +204,7 @@ def test_fenced_writes_pass_with_the_holders_token(store: Store, model: str) -> 
     lease = store.acquire_lease(model, "a", LONG)
     assert lease is not None
     assert store.save_checkpoint(model, 2, b"s2", token=lease.token)
+    assert store.publish_delta(model, 2, 3, b"d3", token=lease.token)
     assert store.set_pin(model, 3, token=lease.token) == 4
     store.trim(model, 4, 0, token=lease.token)  # lowered to the checkpoint: 2
     assert [(e.start, e.end) for e in store.read_log(model, 0)] == [(2, 4)]
