@@ -347,6 +347,7 @@ class HostedModel:
         self.published_at = 0.0  # monotonic time of the last publication or reload
         self.waiters = 0  # follower requests waiting for a publication
         self.look_again = False  # woken while a request thread was applying it
+        self.awaited = 0  # the log's end when a follower last woke this owner
         self.changed = threading.Condition(threading.Lock())  # notified on new versions
         self._snapshot = self._make_snapshot()
 
@@ -1319,8 +1320,10 @@ class ModelHost:
             try:
                 if model.owned:
                     self._look(model, model.name in woken)
-                    if (model.version > model.published_version
-                            and now - model.published_at >= self.settings.publish_interval):
+                    # a follower's request waits for what it appended: publish it now
+                    awaited = model.published_version < model.awaited <= model.version
+                    if model.version > model.published_version and (
+                            awaited or now - model.published_at >= self.settings.publish_interval):
                         model.publish(self.store, self.settings)
                 elif model.waiters or now - model.published_at >= self.settings.max_staleness / 2:
                     self._refresh(model)
@@ -1347,6 +1350,7 @@ class ModelHost:
             return
         model.look_again = False
         _, _, end = self.store.log_bounds(model.name)
+        model.awaited = max(model.awaited, end)
         if end > model.version:
             model.catch_up(self.store, None, self.metrics)
 

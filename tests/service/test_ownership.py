@@ -244,6 +244,45 @@ def test_an_owner_looks_at_a_model_only_when_a_follower_wakes_it(settings_for):
         h.store.close()
 
 
+def test_an_owner_publishes_what_a_waiting_follower_appended_at_once(settings_for):
+    """A follower's learn waits for the owner's publication: the owner publishes it as
+    soon as it has applied it, not at its next publish_interval."""
+    over = {"publish_interval": 60.0, "append_resolve_timeout": 5.0}
+    a = _host(settings_for, "a", follow_interval=0.005, **over)
+    b = _host(settings_for, "b", follow_interval=0.005, **over)
+    for h in (a, b):
+        h.keep_leases()
+    name = A_NAMES[0]
+    model = a.create(_config(name))
+    b.sync_once()
+    follower = b.get(name)
+    stop = threading.Event()
+
+    def follow() -> None:
+        while not stop.is_set():
+            a.follow_once()
+            b.follow_once()
+            time.sleep(0.002)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    try:
+        waits = []
+        for k in range(3):  # the first publication of all comes at once anyway
+            batch, y = _batch(10, k)
+            started = time.monotonic()
+            _, _, version, applied = b.append_and_apply(follower, batch, y,
+                                                        [f"b{k}-{i}" for i in range(10)])
+            waits.append(time.monotonic() - started)
+            assert applied and version == 10 * (k + 1) == follower.version
+    finally:
+        stop.set()
+        t.join()
+    assert model.version == 30 and max(waits) < 2.0, waits
+    for h in (a, b):
+        h.store.close()
+
+
 def test_an_entry_whose_wake_up_was_lost_is_applied_by_the_sync_loop(settings_for):
     a = _host(settings_for, "a")
     b = _host(settings_for, "b")
