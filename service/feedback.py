@@ -301,15 +301,9 @@ def join_labels(store: Store, name: str, events: Sequence[tuple[int, str, int]],
     """
     now = time.time() if now is None else now
     ids = list(dict.fromkeys(i for _, i, _ in events))
-    kept = store.get_impressions(name, ids, now)
-    claimed = set(store.claim_impressions(
-        name, [i for i in ids if i in kept and kept[i].status == "pending"],
-        ("pending",), "labelled", now))
-    if len(claimed) < sum(1 for i in ids if i in kept and kept[i].status == "pending"):
-        # lost a race with the timeout sweep (or another label): read the statuses again
-        kept.update(store.get_impressions(
-            name, [i for i in ids if i in kept and kept[i].status == "pending"
-                   and i not in claimed], now))
+    # read and claim at once: a pending impression is ours, the others keep their status
+    kept, moved = store.take_impressions(name, ids, ("pending",), "labelled", now)
+    claimed = set(moved)
     out = Joined({}, {}, [], 0, [], [], [])
     for index, item_id, label in events:
         imp: Impression | None = kept.get(item_id)

@@ -858,9 +858,13 @@ class HostedModel:
 
     def memory_bytes(self) -> int:
         """Bytes this model holds in memory: learner, published snapshot, scaler, rolling
-        AUC and feature cache (the cache estimated)."""
+        AUC and feature cache (the cache estimated), and with several replicas the state
+        its deltas are taken against (an owner's last publication, or what a follower
+        loaded last)."""
         snap = self._snapshot
         total = self.learner.nbytes + snap.scorer.nbytes + self.rolling.nbytes
+        for held in (self.published_state, self.followed):
+            total += 0 if held is None else _state_nbytes(held[1])
         total += self.calibration.nbytes
         total += self.encoder.cache_bytes
         if self.index is not None:
@@ -868,6 +872,12 @@ class HostedModel:
         for scaler in (self.scaler, snap.scaler):
             total += 0 if scaler is None else scaler.nbytes
         return total
+
+
+def _state_nbytes(state: dict[str, Any]) -> int:
+    """The bytes of a state dict's arrays."""
+    return sum(_state_nbytes(v) if isinstance(v, dict) else v.nbytes
+               if isinstance(v, np.ndarray) else 0 for v in state.values())
 
 
 def _defined(value: float) -> float | None:

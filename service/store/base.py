@@ -396,6 +396,14 @@ class Store(Protocol):
         of one impression from the same status: exactly one moves it."""
         raise NotImplementedError
 
+    def take_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
+                         to_status: str, now: float) -> tuple[dict[str, Impression], list[str]]:
+        """:meth:`get_impressions` and :meth:`claim_impressions` in one atomic step: the
+        unexpired impressions among ``ids`` as they were before (their old statuses), and
+        the ids moved. (A label by id reads its impression and claims it in one round
+        trip, and no sweep can claim it in between.)"""
+        raise NotImplementedError
+
     def due_impressions(self, name: str, statuses: Sequence[str], shown_before: float,
                         now: float, limit: int) -> list[tuple[str, Impression]]:
         """Unexpired impressions with a status in ``statuses`` shown at or before

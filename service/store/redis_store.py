@@ -805,8 +805,9 @@ for g = 3, #ARGV, 3 do out[#out + 1] = keep(ARGV[g], ARGV[g + 1], ARGV[g + 2]) e
 return out
 """
 
-# ARGV: now, slice, to status (index), from statuses ("1,3"), msgpack [id, ...] (distinct).
-# Returns nil if no model, else the ids moved, in the order given.
+# ARGV: now, slice, to status (index), from statuses ("1,3"), msgpack [id, ...] (distinct),
+# "1" to return the records too. Returns nil if no model, else the ids moved, in the order
+# given (with "1": {those, the records as they were before, nil for an id not kept}).
 _CLAIM_IMP = "#!lua" + _IMP_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local now = tonumber(ARGV[1])
@@ -816,6 +817,7 @@ local from = {}
 for s in string.gmatch(ARGV[4], '%d+') do from[tonumber(s)] = true end
 local ids = cmsgpack.unpack(ARGV[5])
 local moved = {}
+local olds_out = {}
 -- in slices of 1000 ids: one HMGET, then per status left one ZREM of each set, and one
 -- ZADD of each and one HSET for all (seven calls an item took ~25 us of it)
 for c = 1, #ids, 1000 do
@@ -842,6 +844,9 @@ for c = 1, #ids, 1000 do
         moved[#moved + 1] = id
       end
     end
+    if ARGV[6] == '1' then  -- the records as they were, for take_impressions
+      for k = 1, #slice do olds_out[c + k - 1] = olds[k] end
+    end
   end
   for s = 1, N do
     local g = gone[s]
@@ -856,6 +861,7 @@ for c = 1, #ids, 1000 do
     redis.call('HSET', KEYS[2], unpack(fields))
   end
 end
+if ARGV[6] == '1' then return {moved, olds_out} end
 return moved
 """
 
@@ -1619,10 +1625,32 @@ class RedisStore:
         with self._guard("claim_impressions"):
             moved = self._claim_imp(keys=keys, args=[
                 repr(t), _EXPIRE_SLICE, to, ",".join(str(_status_index(s, "")) for s in sources),
-                msgpack.packb(wanted, use_bin_type=False)])
+                msgpack.packb(wanted, use_bin_type=False), "0"])
         if moved is None:
             self._not_found(name)
         return [bytes(m).decode() for m in moved]
+
+    def take_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
+                         to_status: str, now: float) -> tuple[dict[str, Impression], list[str]]:
+        keys = self._keys(name, "config", *_IMP_KEYS)
+        wanted = _check_ids(ids)
+        sources = _check_statuses(from_status, "from_status")
+        to = _status_index(to_status, "to_status")
+        t = _check_time(now, "now")
+        with self._guard("take_impressions"):
+            res = self._claim_imp(keys=keys, args=[
+                repr(t), _EXPIRE_SLICE, to, ",".join(str(_status_index(s, "")) for s in sources),
+                msgpack.packb(wanted, use_bin_type=False), "1"])
+        if res is None:
+            self._not_found(name)
+        moved, recs = res
+        found = {}
+        for item_id, rec in zip(wanted, recs, strict=True):
+            if rec is not None:
+                imp = _impression(rec)
+                if imp.expires_at > t:
+                    found[item_id] = imp
+        return found, [bytes(m).decode() for m in moved]
 
     def due_impressions(self, name: str, statuses: Sequence[str], shown_before: float,
                         now: float, limit: int) -> list[tuple[str, Impression]]:

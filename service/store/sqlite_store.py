@@ -796,6 +796,22 @@ class SqliteStore:
             with self._index(c, name, mid) as index:
                 return impressions.move(c, index, mid, wanted, set(sources), to, t)
 
+    def take_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
+                         to_status: str, now: float) -> tuple[dict[str, Impression], list[str]]:
+        check_name(name)
+        wanted = _check_ids(ids)
+        sources = _check_statuses(from_status, "from_status")
+        to = _check_status(to_status, "to_status")
+        t = _check_time(now, "now")
+        with self._guard("take_impressions"), self._tx() as c:
+            mid, _ = self._model(c, name)
+            impressions.expire(c, mid, t, _EXPIRE_SLICE)
+            with self._index(c, name, mid) as index:
+                found = impressions.find(c, index, mid, wanted, t)
+                if not sources or not found:
+                    return found, []
+                return found, impressions.move(c, index, mid, list(found), set(sources), to, t)
+
     def due_impressions(self, name: str, statuses: Sequence[str], shown_before: float,
                         now: float, limit: int) -> list[tuple[str, Impression]]:
         check_name(name)

@@ -247,7 +247,7 @@ def test_an_owner_looks_at_a_model_only_when_a_follower_wakes_it(settings_for):
 def test_an_owner_publishes_what_a_waiting_follower_appended_at_once(settings_for):
     """A follower's learn waits for the owner's publication: the owner publishes it as
     soon as it has applied it, not at its next publish_interval."""
-    over = {"publish_interval": 60.0, "append_resolve_timeout": 5.0}
+    over = {"publish_interval": 60.0, "append_resolve_timeout": 5.0, "lease_ttl": 60.0}
     a = _host(settings_for, "a", follow_interval=0.005, **over)
     b = _host(settings_for, "b", follow_interval=0.005, **over)
     for h in (a, b):
@@ -328,6 +328,11 @@ def _hashed_batch(n: int, seed: int) -> tuple[EncodedBatch, np.ndarray]:
                          values=rng.random(8 * n)), y)
 
 
+def _state_nbytes(state: dict) -> int:
+    return sum(_state_nbytes(v) if isinstance(v, dict) else getattr(v, "nbytes", 0)
+               for v in state.values())
+
+
 def _same(a, b) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
@@ -341,7 +346,7 @@ def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settin
     the follower applies the deltas to what it loaded last, reads a whole state only to
     start or to skip a gap, and holds the owner's state to the bit, also across a
     regular checkpoint and a change of owner."""
-    over = {"publish_interval": 1e-6, "max_staleness": 1e-6}
+    over = {"publish_interval": 1e-6, "max_staleness": 1e-6, "lease_ttl": 60.0}
     a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
     for h in (a, b):
         h.keep_leases()
@@ -384,6 +389,13 @@ def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settin
     # a whole state is read only when the owner published one since the last round
     assert all(loaded == (whole > 0) for whole, loaded in rounds), rounds
     assert sum(whole == 0 for whole, _ in rounds) >= 6, rounds  # the rest were deltas
+    # the states held for deltas count in each side's memory
+    for m, attr in ((follower, "followed"), (model, "published_state")):
+        held = getattr(m, attr)
+        with_held = m.memory_bytes()
+        setattr(m, attr, None)
+        assert with_held - m.memory_bytes() == _state_nbytes(held[1]) > 100_000
+        setattr(m, attr, held)
     # a new owner publishes its first state whole, then deltas against it
     token = model.token
     a._demote(model, "test")
@@ -406,7 +418,7 @@ def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settin
 def test_a_follower_skips_deltas_that_do_not_chain_from_the_state_it_starts_at(settings_for):
     """A follower that reads the deltas, then the checkpoint a publication saved in
     between: the deltas from before the checkpoint do not apply to it."""
-    over = {"publish_interval": 1e-6, "max_staleness": 1e-6}
+    over = {"publish_interval": 1e-6, "max_staleness": 1e-6, "lease_ttl": 60.0}
     a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
     for h in (a, b):
         h.keep_leases()

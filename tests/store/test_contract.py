@@ -93,6 +93,8 @@ def test_every_method_raises_model_not_found(store: Store) -> None:
         lambda: store.get_impressions("nope", [], T0),
         lambda: store.claim_impressions("nope", ["a"], ["pending"], "labelled", T0),
         lambda: store.claim_impressions("nope", [], [], "labelled", T0),
+        lambda: store.take_impressions("nope", ["a"], ["pending"], "labelled", T0),
+        lambda: store.take_impressions("nope", [], [], "labelled", T0),
         lambda: store.due_impressions("nope", ["pending"], T0, T0, 10),
         lambda: store.due_impressions("nope", [], T0, T0, 0),
         lambda: store.count_impressions("nope", T0),
@@ -710,6 +712,34 @@ def test_claim_moves_only_from_the_given_statuses(store: Store, model: str) -> N
         ("a", pending(b"a", T0, T0 + 60))]
 
 
+def test_take_reads_the_impressions_as_they_were_and_claims_at_once(store: Store,
+                                                                    model: str) -> None:
+    store.keep_impressions(model, [(i, i.encode()) for i in "abcd"], T0, T0 + 60, 100)
+    store.keep_impressions(model, [("old", b"o")], T0 - 100, T0 - 1, 100)  # expired
+    assert store.claim_impressions(model, ["b"], ["pending"], "timed_out", T0) == ["b"]
+    found, moved = store.take_impressions(model, ["d", "nope", "b", "old", "a"], ["pending"],
+                                          "labelled", T0)
+    assert moved == ["d", "a"]  # in the order given
+    assert list(found) == ["d", "b", "a"]  # unexpired, in the order given
+    assert found["b"] == pending(b"b", T0, T0 + 60, "timed_out")
+    assert found["d"] == pending(b"d", T0, T0 + 60) and found["a"] == pending(b"a", T0, T0 + 60)
+    got = store.get_impressions(model, list("abcd"), T0)
+    assert {i: imp.status for i, imp in got.items()} == {
+        "a": "labelled", "b": "timed_out", "c": "pending", "d": "labelled"}
+    assert store.count_impressions(model, T0) == {**ZERO, "pending": 1, "labelled": 2,
+                                                  "timed_out": 1}
+    # a second take finds them labelled and moves nothing; with no source, nothing moves
+    found, moved = store.take_impressions(model, ["a", "c"], ["pending"], "labelled", T0)
+    assert moved == ["c"] and found["a"].status == "labelled" and found["c"].status == "pending"
+    assert store.take_impressions(model, ["a"], [], "labelled", T0) == (
+        {"a": pending(b"a", T0, T0 + 60, "labelled")}, [])
+    assert store.take_impressions(model, [], ["pending"], "labelled", T0) == ({}, [])
+    ids_ = [f"t{k}" for k in range(2_500)]  # more than one slice of the Redis script
+    store.keep_impressions(model, [(i, i.encode()) for i in ids_], T0, T0 + 60, 10_000)
+    found, moved = store.take_impressions(model, ids_, ["pending"], "labelled", T0)
+    assert moved == ids_ and [f.payload for f in found.values()] == [i.encode() for i in ids_]
+
+
 def test_a_claim_of_thousands_moves_each_from_its_own_status(store: Store, model: str) -> None:
     """More ids than one slice of the Redis script (1,000), from two statuses, some
     unknown, some already where they go: each moves once, in the order given."""
@@ -752,8 +782,15 @@ def test_concurrent_claims_move_each_impression_once(make_store: Callable[[], St
             for k in range(0, n, 25):
                 # half the threads label, half time out: a race between the two
                 to = "labelled" if t < n_threads // 2 else "timing_out"
-                results[t].append(s.claim_impressions("m", order[k : k + 25], ["pending"], to,
-                                                      T0 + 1))
+                if t % 4 == 0:  # read and claim in one step, as labels by id do
+                    got, moved = s.take_impressions("m", order[k : k + 25], ["pending"], to,
+                                                    T0 + 1)
+                    assert set(moved) <= set(got)
+                    assert all(got[i].status == "pending" for i in moved)
+                    results[t].append(moved)
+                else:
+                    results[t].append(s.claim_impressions("m", order[k : k + 25], ["pending"],
+                                                          to, T0 + 1))
         except BaseException as exc:
             errors.append(exc)
 
