@@ -807,7 +807,8 @@ return out
 
 # ARGV: now, slice, to status (index), from statuses ("1,3"), msgpack [id, ...] (distinct),
 # "1" to return the records too. Returns nil if no model, else the ids moved, in the order
-# given (with "1": {those, the records as they were before, nil for an id not kept}).
+# given (with "1": {those, then per slice of ids their records as they were before, nil
+# for an id not kept}).
 _CLAIM_IMP = "#!lua" + _IMP_LIB + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local now = tonumber(ARGV[1])
@@ -817,7 +818,7 @@ local from = {}
 for s in string.gmatch(ARGV[4], '%d+') do from[tonumber(s)] = true end
 local ids = cmsgpack.unpack(ARGV[5])
 local moved = {}
-local olds_out = {}
+local olds_out = {moved}
 -- in slices of 1000 ids: one HMGET, then per status left one ZREM of each set, and one
 -- ZADD of each and one HSET for all (seven calls an item took ~25 us of it)
 for c = 1, #ids, 1000 do
@@ -844,10 +845,8 @@ for c = 1, #ids, 1000 do
         moved[#moved + 1] = id
       end
     end
-    if ARGV[6] == '1' then  -- the records as they were, for take_impressions
-      for k = 1, #slice do olds_out[c + k - 1] = olds[k] end
-    end
   end
+  olds_out[#olds_out + 1] = olds  -- the records as they were, for take_impressions
   for s = 1, N do
     local g = gone[s]
     if g then
@@ -861,7 +860,7 @@ for c = 1, #ids, 1000 do
     redis.call('HSET', KEYS[2], unpack(fields))
   end
 end
-if ARGV[6] == '1' then return {moved, olds_out} end
+if ARGV[6] == '1' then return olds_out end
 return moved
 """
 
@@ -1643,9 +1642,9 @@ class RedisStore:
                 msgpack.packb(wanted, use_bin_type=False), "1"])
         if res is None:
             self._not_found(name)
-        moved, recs = res
+        moved, *slices = res
         found = {}
-        for item_id, rec in zip(wanted, recs, strict=True):
+        for item_id, rec in zip(wanted, (r for part in slices for r in part), strict=True):
             if rec is not None:
                 imp = _impression(rec)
                 if imp.expires_at > t:
