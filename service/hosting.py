@@ -344,6 +344,9 @@ class HostedModel:
         self._delta_bytes = 0
         self._whole_bytes = 0
         self.followed: tuple[int, dict[str, Any]] | None = None
+        # one publication or checkpoint at a time (the follow and sync loops both publish:
+        # two deltas against one base would leave followers a gap in the chain)
+        self._publishing = threading.Lock()
         self.published_at = 0.0  # monotonic time of the last publication or reload
         self.waiters = 0  # follower requests waiting for a publication
         self.look_again = False  # woken while a request thread was applying it
@@ -687,6 +690,10 @@ class HostedModel:
         lost lease raises LeaseLost), then trim the log behind it unless ``trim`` is
         False (a publication to the followers). ``publishes``: followers read it, and
         this owner's next publication may be a delta against it."""
+        with self._publishing:
+            self._checkpoint(store, settings, trim, publishes)
+
+    def _checkpoint(self, store: Store, settings: Settings, trim: bool, publishes: bool) -> None:
         token = self.token
         if trim:
             self.checkpoint_attempt = time.monotonic()
@@ -720,11 +727,15 @@ class HostedModel:
         """Publish the state to the replicas that follow this model (the owner's work,
         fenced with its token): what changed since this owner's last publication, or the
         whole state (see ``_DELTAS_PER_WHOLE``)."""
+        with self._publishing:
+            self._publish_locked(store, settings)
+
+    def _publish_locked(self, store: Store, settings: Settings) -> None:
         token = self.token
         last = self.published_state
         if (last is None or last[2] != token or self._deltas >= _DELTAS_PER_WHOLE
                 or self._delta_bytes >= self._whole_bytes):
-            self.checkpoint(store, settings, trim=False, publishes=True)
+            self._checkpoint(store, settings, trim=False, publishes=True)
             return
         with self.lock:
             state = self.full_state()

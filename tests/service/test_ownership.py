@@ -6,6 +6,7 @@ hosts driven by hand, on one store of the test's backend (SQLite file or Redis s
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -413,6 +414,58 @@ def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settin
     assert [d.base for d in b.store.read_deltas(name, 0)] == [2600, 2800]
     for h in (a, b):
         h.store.close()
+
+
+def test_publications_from_two_threads_form_one_chain(settings_for):
+    """The follow loop and the sync loop both publish: their deltas never fork (two
+    against one base would leave a follower of one branch a gap until the next whole)."""
+    a = _host(settings_for, "a", lease_ttl=60.0)
+    a.keep_leases()
+    name = A_NAMES[0]
+    model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}})
+    published: list[tuple[int | None, int]] = []  # (base or None for whole, version)
+    save, delta = a.store.save_checkpoint, a.store.publish_delta
+
+    def saved(n, version, blob, token=None):
+        kept = save(n, version, blob, token=token)
+        published.append((None, version))
+        return kept
+
+    def delta_kept(n, base, version, blob, token=None):
+        kept = delta(n, base, version, blob, token=token)
+        published.append((base, version))
+        return kept
+
+    a.store.save_checkpoint = saved  # type: ignore[method-assign]
+    a.store.publish_delta = delta_kept  # type: ignore[method-assign]
+    model.publish(a.store, a.settings)  # whole: the deltas' first base
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            while not stop.is_set():
+                model.publish(a.store, a.settings)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=publish) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for k in range(40):
+            a.append_and_apply(model, *_hashed_batch(20, k), [None] * 20)
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert sum(base is not None for base, _ in published) >= 5
+    # each delta is taken against the publication just before it
+    for (_, before), (base, _) in itertools.pairwise(published):
+        assert base is None or base == before, published
+    a.store.close()
 
 
 def test_a_follower_skips_deltas_that_do_not_chain_from_the_state_it_starts_at(settings_for):
