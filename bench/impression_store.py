@@ -6,10 +6,12 @@ kept through ``Store.keep_impression_groups`` in groups of ``--group`` requests 
 concurrent /score requests) until the model holds ``--prefill`` impressions; then timed:
 
 - keep: milliseconds per request over the next ``--group`` × 40 requests;
-- labels: items per second found and claimed by id (``get_impressions`` then
-  ``claim_impressions``, batches of 500 ids drawn at random from everything kept, as
-  clicks arrive for scattered requests), through a second store object on the same
-  backend (another process's view: its own id index, read from the store first).
+- labels: items per second found and claimed by id, batches of 500 ids drawn at random
+  from everything kept (as clicks arrive for scattered requests), through a second store
+  object on the same backend (another process's view: its own id index, read from the
+  store first); by ``take_impressions`` (one call, as the service joins labels since
+  2026-11-29) and, alternating batch by batch, by ``get_impressions`` then
+  ``claim_impressions`` (the two calls it replaced).
 
     python -m bench.impression_store [--redis] [--prefill 200000 1000000] [--group 16]
                                      [--items 100]
@@ -58,7 +60,7 @@ def _requests(n: int, sequential: bool, seed: int = 7, items: int = 100
 
 
 def measure(make: Callable[[], Store], prefill: int, group: int, sequential: bool,
-            items: int = 100) -> tuple[float, float]:
+            items: int = 100) -> tuple[float, float, float]:
     timed = 40 * group
     reqs = _requests(prefill + timed * items, sequential, items=items)
     store: Store = make()
@@ -84,17 +86,22 @@ def measure(make: Callable[[], Store], prefill: int, group: int, sequential: boo
     random.Random(1).shuffle(ids)
     other = make()
     other.get_impressions(MODEL, ids[:1], time.time())  # (its index read: not timed)
-    t0 = time.perf_counter()
-    found = 0
-    for a in range(0, 20_000, 500):
+    found = [0, 0]  # (take, get + claim)
+    spent = [0.0, 0.0]
+    for k, a in enumerate(range(0, 40_000, 500)):
         now = time.time()
         batch = ids[a:a + 500]
-        found += len(other.get_impressions(MODEL, batch, now))
-        other.claim_impressions(MODEL, batch, ["pending"], "labelled", now)
-    labels = found / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        if k % 2 == 0:
+            found[0] += len(other.take_impressions(MODEL, batch, ["pending"], "labelled",
+                                                   now)[0])
+        else:
+            found[1] += len(other.get_impressions(MODEL, batch, now))
+            other.claim_impressions(MODEL, batch, ["pending"], "labelled", now)
+        spent[k % 2] += time.perf_counter() - t0
     for s in (store, other):
         s.close()
-    return keep_ms, labels
+    return keep_ms, found[0] / spent[0], found[1] / spent[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `python -m "
           f"bench.impression_store {' '.join(argv if argv is not None else sys.argv[1:])}`; "
           f"{'Redis' if args.redis else 'SQLite'}; {cpu_model()}; {code_version()}\n")
-    print(f"| kept before | keep ms per {args.items}-item request | labels by id per s |")
-    print("|---|---|---|")
+    print(f"| kept before | keep ms per {args.items}-item request | labels by id per s "
+          "(take) | labels by id per s (get + claim) |")
+    print("|---|---|---|---|")
     for prefill in args.prefill:
         with tempfile.TemporaryDirectory(prefix="aucstream-bench-imp-") as tmp:
             redis = None
@@ -124,12 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 make = partial(SqliteStore.in_dir, Path(tmp) / "data")
             try:
-                keep_ms, labels = measure(make, prefill, args.group, args.sequential_ids,
-                                          args.items)
+                keep_ms, take, two = measure(make, prefill, args.group, args.sequential_ids,
+                                             args.items)
             finally:
                 if redis is not None:
                     redis.stop()
-        print(f"| {prefill:,} | {keep_ms:.3f} | {labels:,.0f} |", flush=True)
+        print(f"| {prefill:,} | {keep_ms:.3f} | {take:,.0f} | {two:,.0f} |", flush=True)
     return 0
 
 
