@@ -148,13 +148,19 @@ def encode_state(state: dict[str, Any]) -> bytes:
     return msgpack.packb({"format": STATE_FORMAT, "state": body}, use_bin_type=True)
 
 
-def decode_state(blob: bytes) -> dict[str, Any]:
+def _document(blob: bytes, what: str, fmt: int) -> dict[str, Any]:
+    """The msgpack map of a ``what`` (checkpoint, delta) in format ``fmt``."""
     try:
         doc = msgpack.unpackb(blob, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several unrelated types
-        raise CodecError(f"undecodable checkpoint: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
-        raise CodecError("unknown checkpoint format")
+        raise CodecError(f"undecodable {what}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise CodecError(f"unknown {what} format")
+    return doc
+
+
+def decode_state(blob: bytes) -> dict[str, Any]:
+    doc = _document(blob, "checkpoint", STATE_FORMAT)
     return {k: _unpack_value(v) for k, v in doc["state"].items()}
 
 
@@ -240,12 +246,7 @@ def encode_delta(base: int, version: int, old: dict[str, Any], new: dict[str, An
 
 def decode_delta(blob: bytes) -> tuple[int, int, dict[str, Any]]:
     """(base version, version, delta records) of :func:`encode_delta`'s bytes."""
-    try:
-        doc = msgpack.unpackb(blob, raw=False, strict_map_key=True)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise CodecError(f"undecodable delta: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != DELTA_FORMAT:
-        raise CodecError("unknown delta format")
+    doc = _document(blob, "delta", DELTA_FORMAT)
     return int(doc["base"]), int(doc["version"]), doc["state"]
 
 

@@ -1616,34 +1616,31 @@ class RedisStore:
 
     def claim_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
                           to_status: str, now: float) -> list[str]:
-        keys = self._keys(name, "config", *_IMP_KEYS)
-        wanted = _check_ids(ids)
-        sources = _check_statuses(from_status, "from_status")
-        to = _status_index(to_status, "to_status")
-        t = _check_time(now, "now")
-        with self._guard("claim_impressions"):
-            moved = self._claim_imp(keys=keys, args=[
-                repr(t), _EXPIRE_SLICE, to, ",".join(str(_status_index(s, "")) for s in sources),
-                msgpack.packb(wanted, use_bin_type=False), "0"])
-        if moved is None:
-            self._not_found(name)
-        return [bytes(m).decode() for m in moved]
+        return self._claim(name, ids, from_status, to_status, now, False)[1]
 
     def take_impressions(self, name: str, ids: Sequence[str], from_status: Sequence[str],
                          to_status: str, now: float) -> tuple[dict[str, Impression], list[str]]:
+        return self._claim(name, ids, from_status, to_status, now, True)
+
+    def _claim(self, name: str, ids: Sequence[str], from_status: Sequence[str], to_status: str,
+               now: float, records: bool) -> tuple[dict[str, Impression], list[str]]:
+        """The claim script: the ids moved, and with ``records`` the unexpired impressions
+        among ``ids`` as they were before."""
         keys = self._keys(name, "config", *_IMP_KEYS)
         wanted = _check_ids(ids)
         sources = _check_statuses(from_status, "from_status")
         to = _status_index(to_status, "to_status")
         t = _check_time(now, "now")
-        with self._guard("take_impressions"):
+        with self._guard("take_impressions" if records else "claim_impressions"):
             res = self._claim_imp(keys=keys, args=[
                 repr(t), _EXPIRE_SLICE, to, ",".join(str(_status_index(s, "")) for s in sources),
-                msgpack.packb(wanted, use_bin_type=False), "1"])
+                msgpack.packb(wanted, use_bin_type=False), "1" if records else "0"])
         if res is None:
             self._not_found(name)
+        found: dict[str, Impression] = {}
+        if not records:
+            return found, [bytes(m).decode() for m in res]
         moved, *slices = res
-        found = {}
         for item_id, rec in zip(wanted, (r for part in slices for r in part), strict=True):
             if rec is not None:
                 imp = _impression(rec)

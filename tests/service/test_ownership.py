@@ -6,9 +6,11 @@ hosts driven by hand, on one store of the test's backend (SQLite file or Redis s
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -190,6 +192,26 @@ def test_a_killed_owner_is_replaced_after_its_lease_and_nothing_is_lost(settings
         h.store.close()
 
 
+@contextlib.contextmanager
+def _following(*hosts: ModelHost, pause: float) -> Iterator[None]:
+    """The hosts' fast follow loops on a thread, as the app runs them, for the block."""
+    stop = threading.Event()
+
+    def follow() -> None:
+        while not stop.is_set():
+            for h in hosts:
+                h.follow_once()
+            time.sleep(pause)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+
+
 def _count_looks(host: ModelHost, name: str) -> list[int]:
     """Count the host's log_bounds calls on ``name`` (a one-item list, updated in place)."""
     looks = [0]
@@ -221,24 +243,11 @@ def test_an_owner_looks_at_a_model_only_when_a_follower_wakes_it(settings_for):
     assert looks[0] == 0  # idle: no store call for it in the fast loop
     # a learn on the follower wakes the owner, which applies and publishes it at once
     # (the follower's acknowledgement waits for that publication)
-    stop = threading.Event()
-
-    def follow() -> None:
-        while not stop.is_set():
-            a.follow_once()
-            b.follow_once()
-            time.sleep(0.005)
-
-    t = threading.Thread(target=follow)
-    t.start()
-    try:
+    with _following(a, b, pause=0.005):
         batch, y = _batch(10, 1)
         # (no sync loop runs here: without the wake-up nothing would apply it)
         _, _, version, applied = b.append_and_apply(follower, batch, y,
                                                     [f"b-{i}" for i in range(10)])
-    finally:
-        stop.set()
-        t.join()
     assert applied and version == 10 and model.version == 10 and follower.version == 10
     assert 1 <= looks[0] <= 3
     for h in (a, b):
@@ -257,18 +266,8 @@ def test_an_owner_publishes_what_a_waiting_follower_appended_at_once(settings_fo
     model = a.create(_config(name))
     b.sync_once()
     follower = b.get(name)
-    stop = threading.Event()
-
-    def follow() -> None:
-        while not stop.is_set():
-            a.follow_once()
-            b.follow_once()
-            time.sleep(0.002)
-
-    t = threading.Thread(target=follow)
-    t.start()
-    try:
-        waits = []
+    waits = []
+    with _following(a, b, pause=0.002):
         for k in range(3):  # the first publication of all comes at once anyway
             batch, y = _batch(10, k)
             started = time.monotonic()
@@ -276,9 +275,6 @@ def test_an_owner_publishes_what_a_waiting_follower_appended_at_once(settings_fo
                                                         [f"b{k}-{i}" for i in range(10)])
             waits.append(time.monotonic() - started)
             assert applied and version == 10 * (k + 1) == follower.version
-    finally:
-        stop.set()
-        t.join()
     assert model.version == 30 and max(waits) < 2.0, waits
     for h in (a, b):
         h.store.close()
