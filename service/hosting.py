@@ -756,18 +756,23 @@ class HostedModel:
 
     def follow(self, store: Store, metrics: Metrics | None) -> bool:
         """A follower: load what the owner published beyond this replica's version —
-        the deltas after the state it last loaded, else the checkpoint and the deltas
-        after that. Whether it moved on."""
+        the deltas from the state it holds (the one it loaded last, or its own, as a
+        former owner's: states at equal versions are equal), else the checkpoint and the
+        deltas after that. Whether it moved on."""
         if store.publication_version(self.name) <= self.version:
             return False
         held = self.followed
         deltas = store.read_deltas(self.name, self.version)
         start: tuple[int, dict[str, Any]] | None = None
         created_at = time.time()  # a delta's state: published moments ago
-        if held is not None and held[0] == self.version and deltas and \
-                deltas[0].base == self.version:
-            start = held
-        else:
+        if deltas and deltas[0].base == self.version:
+            if held is not None and held[0] == self.version:
+                start = held
+            else:  # its own state (a former owner's): equal to anyone's at that version
+                with self.lock:
+                    if self.version == deltas[0].base:
+                        start = (self.version, self.full_state())
+        if start is None:
             cp = store.load_checkpoint(self.name)
             if cp is not None and cp.version > self.version:
                 start = (cp.version, decode_state(cp.blob))

@@ -464,6 +464,36 @@ def test_publications_from_two_threads_form_one_chain(settings_for):
     a.store.close()
 
 
+def test_a_former_owner_follows_the_deltas_of_its_successor(settings_for):
+    """An owner that hands a model over holds the state of its last version: when the
+    successor publishes that version whole (not newer: it loads nothing) and then deltas,
+    it chains them from its own state rather than waiting for the next whole one."""
+    over = {"publish_interval": 1e-6, "max_staleness": 1e-6, "lease_ttl": 60.0}
+    a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
+    for h in (a, b):
+        h.keep_leases()
+    name = A_NAMES[0]
+    model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}})
+    b.sync_once()
+    follower = b.get(name)
+    a.append_and_apply(model, *_hashed_batch(100, 0), [None] * 100)
+    token = model.token
+    a._demote(model, "test")
+    assert token is not None and a.store.release_lease(name, "a", token)
+    b._take(follower)
+    b.follow_once()  # its first publication: whole, at the version a holds
+    assert follower.version == model.version == 100
+    b.append_and_apply(follower, *_hashed_batch(100, 1), [None] * 100)
+    b.follow_once()  # a delta 100 -> 200
+    assert [(d.base, d.version) for d in b.store.read_deltas(name, 0)] == [(100, 200)]
+    a.follow_once()
+    assert model.version == 200
+    with model.lock, follower.lock:
+        assert _same(model.full_state(), follower.full_state())
+    for h in (a, b):
+        h.store.close()
+
+
 def test_a_follower_skips_deltas_that_do_not_chain_from_the_state_it_starts_at(settings_for):
     """A follower that reads the deltas, then the checkpoint a publication saved in
     between: the deltas from before the checkpoint do not apply to it."""
@@ -475,20 +505,19 @@ def test_a_follower_skips_deltas_that_do_not_chain_from_the_state_it_starts_at(s
     model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}})
     b.sync_once()
     follower = b.get(name)
-    for k in range(2):
-        a.append_and_apply(model, *_hashed_batch(100, k), [None] * 100)
-        a.follow_once()  # whole, then a delta
+    a.append_and_apply(model, *_hashed_batch(100, 0), [None] * 100)
+    a.follow_once()  # whole, at 100
     b.follow_once()
-    assert follower.version == 200
-    follower.followed = None  # (as after a hand-over: it starts from a whole state)
-    a.append_and_apply(model, *_hashed_batch(100, 2), [None] * 100)
-    a.follow_once()  # a delta 200 -> 300 ...
+    assert follower.version == 100
+    for k in (1, 2):
+        a.append_and_apply(model, *_hashed_batch(100, k), [None] * 100)
+        a.follow_once()  # deltas 100 -> 200 -> 300 (the follower does not look)
     stale = a.store.read_deltas(name, 200)
     assert [(d.base, d.version) for d in stale] == [(200, 300)]
     a.append_and_apply(model, *_hashed_batch(100, 3), [None] * 100)
-    model.checkpoint(a.store, a.settings, publishes=True)  # ... gone with this one
+    model.checkpoint(a.store, a.settings, publishes=True)  # whole at 400: the deltas go
     b.store.read_deltas = lambda n, after: stale  # type: ignore[method-assign]
-    b.follow_once()
+    b.follow_once()  # (read before the checkpoint landed; no chain from 100)
     assert follower.version == model.version == 400
     with model.lock, follower.lock:
         assert _same(follower.full_state(), model.full_state())
