@@ -150,6 +150,22 @@ _SCHEMA = (
 )
 
 
+def _wal(c: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode. While another process switches a new file to WAL, the
+    pragma fails at once with "database is locked" (SQLite does not wait on the busy
+    handler there): processes that open a new file together (``--workers 2`` on an
+    empty data dir) retry for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            c.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 class SqliteStore:
     """The durable log in one SQLite file.
 
@@ -213,7 +229,7 @@ class SqliteStore:
         )
         try:
             c.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            c.execute("PRAGMA journal_mode = WAL")
+            _wal(c, self._timeout)
             c.execute("PRAGMA synchronous = FULL")
         except BaseException:
             c.close()

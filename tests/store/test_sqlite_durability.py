@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import multiprocessing
+import multiprocessing.queues
 import os
 import signal
 import sqlite3
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -235,3 +238,31 @@ def test_wake_ups_skip_the_fsync_and_leave_every_connection_durable(tmp_path: Pa
         seen.append(c.execute("PRAGMA synchronous").fetchone()[0])
     assert seen and set(seen) == {2}  # FULL
     store.close()
+
+
+def _open_at(path: str, start: float, errors: multiprocessing.queues.Queue) -> None:
+    while time.time() < start:
+        pass
+    try:
+        SqliteStore(path).close()
+        errors.put("")
+    except Exception as exc:  # reported to the test
+        errors.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_that_open_a_new_file_together_all_open_it(tmp_path: Path) -> None:
+    """`--workers 2` on an empty data dir: the processes switch the new file to WAL at the
+    same moment, and SQLite refuses that pragma at once ("database is locked") to all but
+    one; the others retry instead of failing to start."""
+    ctx = multiprocessing.get_context("fork")
+    for rep in range(6):
+        path = str(tmp_path / f"new{rep}.sqlite3")
+        errors = ctx.Queue()
+        start = time.time() + 0.3
+        procs = [ctx.Process(target=_open_at, args=(path, start, errors)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        got = [errors.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        assert got == [""] * len(procs), got
