@@ -58,17 +58,26 @@ class EncodedBatch:
     def take(self, rows: Sequence[int]) -> EncodedBatch:
         """The batch of the given rows, in that order."""
         r = np.asarray(rows, np.int64)
-        if self.X is not None:
-            return EncodedBatch(n=r.size, X=self.X[r])
-        assert self.indptr is not None and self.indices is not None and self.values is not None
-        starts = self.indptr[r]
-        lengths = self.indptr[r + 1] - starts
-        indptr = np.zeros(r.size + 1, np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        # each kept entry's position: its row's start, plus its offset within the row
-        sel = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
-        return EncodedBatch(n=r.size, indptr=indptr, indices=self.indices[sel],
-                            values=self.values[sel])
+        picked = select_rows(self.learner_input(), r)
+        if isinstance(picked, np.ndarray):
+            return EncodedBatch(n=r.size, X=picked)
+        indptr, indices, values = picked
+        return EncodedBatch(n=r.size, indptr=indptr, indices=indices, values=values)
+
+
+def select_rows(X: Any, rows: np.ndarray) -> Any:
+    """The given rows (int64 positions, in that order) of a learner input: a dense array
+    or CSR ``(indptr, indices, values)``."""
+    if isinstance(X, np.ndarray):
+        return X[rows]
+    indptr, indices, values = X
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    new_ptr = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(lengths, out=new_ptr[1:])
+    # each kept entry's position: its row's start, plus its offset within the row
+    sel = np.repeat(starts - new_ptr[:-1], lengths) + np.arange(new_ptr[-1])
+    return new_ptr, indices[sel], values[sel]
 
 
 class FeatureEncoder:

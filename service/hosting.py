@@ -47,7 +47,7 @@ from .codec import (
     encode_export,
     encode_state,
 )
-from .encoding import EncodedBatch, FeatureEncoder
+from .encoding import EncodedBatch, FeatureEncoder, select_rows
 from .feature_index import INITIAL_SLOTS, FeatureIndex, FrozenIndex, next_size
 from .feedback import SWEEP_LIMIT, Feedback, RequestAUC, sweep_timeouts
 from .group_write import GroupWriter
@@ -902,16 +902,7 @@ def _defined(value: float) -> float | None:
 
 def take_rows(X: Any, keep: np.ndarray) -> Any:
     """The rows of a dense or CSR batch where ``keep`` is True."""
-    if isinstance(X, np.ndarray):
-        return X[keep]
-    indptr, indices, values = X
-    rows = np.flatnonzero(keep)
-    lengths = np.diff(indptr)[rows]
-    new_ptr = np.zeros(rows.size + 1, np.int64)
-    np.cumsum(lengths, out=new_ptr[1:])
-    take = np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows]) if rows.size \
-        else np.zeros(0, np.int64)
-    return new_ptr, indices[take], values[take]
+    return select_rows(X, np.flatnonzero(keep))
 
 
 class ModelHost:
