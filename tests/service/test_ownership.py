@@ -338,21 +338,25 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settings_for):
-    """The owner publishes what changed (a delta) and every so often the whole state;
-    the follower applies the deltas to what it loaded last, reads a whole state only to
-    start or to skip a gap, and holds the owner's state to the bit, also across a
-    regular checkpoint and a change of owner."""
+def _owner_and_follower(settings_for, **config):
+    """Hosts "a" (owning a hashed model) and "b" (following it) that publish and reload
+    on every round of their loops, with leases that outlast the test."""
     over = {"publish_interval": 1e-6, "max_staleness": 1e-6, "lease_ttl": 60.0}
     a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
     for h in (a, b):
         h.keep_leases()
     name = A_NAMES[0]
-    config = {**_config(name), "features": {"kind": "hashed", "bits": 16},
-              "rolling_window": 2000}
-    model = a.create(config)
+    model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}, **config})
     b.sync_once()
-    follower = b.get(name)
+    return a, b, name, model, b.get(name)
+
+
+def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settings_for):
+    """The owner publishes what changed (a delta) and every so often the whole state;
+    the follower applies the deltas to what it loaded last, reads a whole state only to
+    start or to skip a gap, and holds the owner's state to the bit, also across a
+    regular checkpoint and a change of owner."""
+    a, b, name, model, follower = _owner_and_follower(settings_for, rolling_window=2000)
     loads = [0]
     load = b.store.load_checkpoint
 
@@ -468,14 +472,7 @@ def test_a_former_owner_follows_the_deltas_of_its_successor(settings_for):
     """An owner that hands a model over holds the state of its last version: when the
     successor publishes that version whole (not newer: it loads nothing) and then deltas,
     it chains them from its own state rather than waiting for the next whole one."""
-    over = {"publish_interval": 1e-6, "max_staleness": 1e-6, "lease_ttl": 60.0}
-    a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
-    for h in (a, b):
-        h.keep_leases()
-    name = A_NAMES[0]
-    model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}})
-    b.sync_once()
-    follower = b.get(name)
+    a, b, name, model, follower = _owner_and_follower(settings_for)
     a.append_and_apply(model, *_hashed_batch(100, 0), [None] * 100)
     token = model.token
     a._demote(model, "test")
@@ -497,14 +494,7 @@ def test_a_former_owner_follows_the_deltas_of_its_successor(settings_for):
 def test_a_follower_skips_deltas_that_do_not_chain_from_the_state_it_starts_at(settings_for):
     """A follower that reads the deltas, then the checkpoint a publication saved in
     between: the deltas from before the checkpoint do not apply to it."""
-    over = {"publish_interval": 1e-6, "max_staleness": 1e-6, "lease_ttl": 60.0}
-    a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
-    for h in (a, b):
-        h.keep_leases()
-    name = A_NAMES[0]
-    model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}})
-    b.sync_once()
-    follower = b.get(name)
+    a, b, name, model, follower = _owner_and_follower(settings_for)
     a.append_and_apply(model, *_hashed_batch(100, 0), [None] * 100)
     a.follow_once()  # whole, at 100
     b.follow_once()
