@@ -9,18 +9,27 @@ this process goes through them from the other end: each learner is compiled by o
 the two and loaded from the cache by the other, so a cold start takes about half as long
 on two cores. With a filled cache (a probe kernel is loaded, not compiled) the helper
 stops at once, and this process is done in about a second.
+
+The processes of one installation warm up one at a time (a file lock): the workers of
+``serve --workers N`` start together, and each compiling every kernel with its own
+helper put 2N compilers on the machine's cores (two workers on two cores, cold: over
+120 s to ready, against ~50 s for one). The first compiles; the others then load.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
+import hashlib
 import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numba import njit
@@ -161,8 +170,9 @@ class _Compiles(event.Listener):
 
 def warm_up_process() -> None:
     """Warm up this process once (later calls wait for the first); with a helper compiler
-    process where there is a second core and the cache is empty."""
-    with _ONCE:
+    process where there is a second core and the cache is empty; after any other process
+    of this installation that is warming up (:func:`one_at_a_time`)."""
+    with _ONCE, one_at_a_time():
         if _DONE.is_set():
             return
         # The helper starts first, so that a cold start does not wait for the look at
@@ -182,6 +192,30 @@ def warm_up_process() -> None:
             if helper is not None and helper.poll() is None:
                 helper.terminate()  # it has nothing left that this process needs
             _DONE.set()
+
+
+@contextlib.contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """Hold the warm-up lock of this installation and numba cache folder (an exclusive
+    ``flock``, so a process killed while holding it frees it). Taken before the look at
+    the cache: that look compiles a probe kernel, after which the cache looks filled to
+    every other process although the rest is still being compiled."""
+    where = f"{os.path.dirname(os.path.abspath(__file__))}|{os.environ.get('NUMBA_CACHE_DIR', '')}"
+    key = hashlib.blake2b(where.encode(), digest_size=8).hexdigest()
+    path = os.path.join(tempfile.gettempdir(), f"aucstream-warmup-{key}.lock")
+    try:
+        lock = open(path, "a")  # noqa: SIM115 (held across the yield)
+    except OSError as exc:  # no writable temporary folder: warm up unco-ordinated
+        log.debug("no warm-up lock at %s: %s", path, exc)
+        yield
+        return
+    with lock:
+        waited = time.monotonic()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waited = time.monotonic() - waited
+        if waited > 1:
+            log.info("waited %.1fs for another process's warm-up", waited)
+        yield
 
 
 def _start_helper() -> subprocess.Popen | None:
