@@ -265,10 +265,13 @@ class SqliteStore:
             ) -> Iterator[sqlite3.Connection]:
         """One transaction: IMMEDIATE for writes (takes the write lock), DEFERRED to read.
         ``durable=False`` commits without an fsync (for hints such as wake-ups, which a
-        power cut may lose at no cost; a crashed process loses nothing committed)."""
+        power cut may lose at no cost; a crashed process loses nothing committed).
+        ``synchronous = NORMAL`` rather than OFF: in WAL mode NORMAL still syncs the WAL
+        before a checkpoint copies it into the database (which this commit may run), so
+        a power cut loses the latest commits but never leaves the file corrupt."""
         with self._conn() as c, self._writer() if mode == "IMMEDIATE" else nullcontext():
             if not durable:
-                c.execute("PRAGMA synchronous = OFF")
+                c.execute("PRAGMA synchronous = NORMAL")
             try:
                 c.execute(f"BEGIN {mode}")
                 try:

@@ -215,9 +215,21 @@ def test_writer_turn_held_too_long_gives_store_unavailable(tmp_path: Path) -> No
     store.close()
 
 
-def test_wake_ups_skip_the_fsync_and_leave_every_connection_durable(tmp_path: Path) -> None:
-    """Wake-ups are hints (committed without an fsync); the pooled connection they used
-    goes back to synchronous=FULL, so the next append on it is durable."""
+def test_wake_ups_skip_the_fsync_and_leave_every_connection_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wake-ups are hints (committed without an fsync, but with synchronous=NORMAL, not
+    OFF: OFF would let a checkpoint that such a commit runs copy an unsynced WAL, which a
+    power cut can leave corrupt); the pooled connection they used goes back to
+    synchronous=FULL, so the next append on it is durable."""
+    statements: list[str] = []
+    connect = SqliteStore._connect
+
+    def traced(self: SqliteStore) -> sqlite3.Connection:
+        c = connect(self)
+        c.set_trace_callback(statements.append)
+        return c
+
+    monkeypatch.setattr(SqliteStore, "_connect", traced)
     store = SqliteStore(tmp_path / FILENAME)
     store.create_model("m", {})
     seen: list[int] = []
@@ -237,6 +249,8 @@ def test_wake_ups_skip_the_fsync_and_leave_every_connection_durable(tmp_path: Pa
     for c in store._idle:
         seen.append(c.execute("PRAGMA synchronous").fetchone()[0])
     assert seen and set(seen) == {2}  # FULL
+    pragmas = {t.strip() for t in statements if "synchronous" in t and "=" in t}
+    assert pragmas == {"PRAGMA synchronous = FULL", "PRAGMA synchronous = NORMAL"}
     store.close()
 
 
