@@ -82,7 +82,7 @@ def measure(make: Callable[[], Store], prefill: int, group: int, sequential: boo
         store.keep_impression_groups(MODEL, [(r, now, now + 86_400) for r in rest[a:a + group]],
                                      cap)
     keep_ms = (time.perf_counter() - t0) / len(rest) * 1e3
-    ids = [i for r in reqs for i, _ in r]
+    ids = [i for r in reqs for i in r.ids]
     random.Random(1).shuffle(ids)
     other = make()
     other.get_impressions(MODEL, ids[:1], time.time())  # (its index read: not timed)

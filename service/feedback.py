@@ -36,10 +36,11 @@ import numpy as np
 from numba import njit
 
 from .encoding import EncodedBatch, EncodingError
-from .store.base import Impression, Store
+from .store.base import Impression, PackedItems, Store
 
 __all__ = ["SWEEP_LIMIT", "Feedback", "Joined", "RequestAUC", "decode_impression",
-           "encode_impression", "impressions_of", "join_labels", "sweep_timeouts"]
+           "encode_impression", "first_positions", "impressions_of", "join_labels",
+           "sweep_timeouts"]
 
 log = logging.getLogger("aucstream.feedback")
 
@@ -113,34 +114,42 @@ def decode_impression(blob: bytes) -> tuple[Any, float, int]:
     return row, float(doc["s"]), int(doc["v"])
 
 
-def impressions_of(batch: EncodedBatch, ids: Sequence[str | None], scores: np.ndarray,
-                   version: int) -> list[tuple[str, bytes]]:
-    """The (id, payload) of every scored item that has an id (the first of a repeated id).
-
-    The payloads are :func:`encode_impression`'s bytes exactly, assembled from one
-    conversion of the whole batch (a /score request keeps up to thousands of items, and
-    packing them one msgpack document at a time was a third of its cost)."""
+def first_positions(ids: Sequence[str | None]) -> dict[str, int]:
+    """Each id's first position among ``ids`` (None: an item without an id), in order."""
     first: dict[str, int] = {}
     for i, item_id in enumerate(ids):
         if item_id is not None and item_id not in first:
             first[item_id] = i
+    return first
+
+
+def impressions_of(batch: EncodedBatch, ids: Sequence[str | None], scores: np.ndarray,
+                   version: int, first: dict[str, int] | None = None) -> PackedItems:
+    """The payload of every scored item that has an id (the first of a repeated id),
+    packed (``first``: :func:`first_positions` of ``ids``, if known already).
+
+    The payloads are :func:`encode_impression`'s bytes exactly, assembled from one
+    conversion of the whole batch (a /score request keeps up to thousands of items, and
+    packing them one msgpack document at a time was a third of its cost), and handed
+    to the store as the one buffer they are written in."""
+    if first is None:
+        first = first_positions(ids)
     if not first:
-        return []
+        return PackedItems([], b"", np.zeros(0, np.int64))
     # msgpack of a map {"f": F, "s": <float64>, "v": <int>, ...}: the keys' order and
     # encodings are the ones msgpack.packb gives encode_impression's
     served = np.asarray(scores, np.float64).astype(">f8").tobytes()
     middle = b"\xa1v" + msgpack.packb(int(version))
-    out = []
     if batch.X is not None:
         head = b"\x84\xa1f" + msgpack.packb(_DENSE_FORMAT) + b"\xa1s\xcb"
         rows = np.ascontiguousarray(batch.X, np.float64)
         size = rows.shape[1] * 8
         data = rows.tobytes()
         tag = middle + b"\xa1x" + _bin_header(size)
-        for item_id, i in first.items():
-            out.append((item_id, b"".join((head, served[8 * i: 8 * i + 8], tag,
-                                           data[size * i: size * (i + 1)]))))
-        return out
+        parts = [b"".join((head, served[8 * i: 8 * i + 8], tag, data[size * i: size * (i + 1)]))
+                 for i in first.values()]
+        return PackedItems(list(first), b"".join(parts),
+                           np.cumsum([len(p) for p in parts], dtype=np.int64))
     assert batch.indptr is not None and batch.indices is not None and batch.values is not None
     indices = np.ascontiguousarray(batch.indices, np.int64)
     values = np.ascontiguousarray(batch.values, np.float64)
@@ -150,10 +159,7 @@ def impressions_of(batch: EncodedBatch, ids: Sequence[str | None], scores: np.nd
                              np.fromiter(first.values(), np.int64, len(first)),
                              np.frombuffer(served, np.uint8),
                              np.frombuffer(middle, np.uint8))
-    blob = buf.tobytes()
-    bounds = ends.tolist()
-    return [(item_id, blob[a:b]) for item_id, a, b in zip(first, [0, *bounds], bounds,
-                                                         strict=False)]
+    return PackedItems(list(first), buf.tobytes(), ends)
 
 
 # The sparse payload's fixed parts: b"\xa1f" + msgpack(2), then b"\xa1s\xcb" (a float64)

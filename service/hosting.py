@@ -54,7 +54,7 @@ from .group_write import GroupWriter
 from .metrics import Metrics
 from .ownership import preferred_owner, replica_id
 from .settings import Settings
-from .store.base import LeaseLost, LogEntry, ModelNotFound, Store, StoreUnavailable
+from .store.base import LeaseLost, LogEntry, ModelNotFound, PackedItems, Store, StoreUnavailable
 
 __all__ = [
     "ApplyFailed",
@@ -274,7 +274,7 @@ class KeepJob(Protocol):
     ``(items, shown_at, expires_at)``; ``kept(n)`` hears how many the store kept. Both run
     in the worker thread that writes the group."""
 
-    def pack(self) -> tuple[list[tuple[str, bytes]], float, float]: ...
+    def pack(self) -> tuple[PackedItems, float, float]: ...
 
     def kept(self, n: int) -> None: ...
 
@@ -1193,8 +1193,10 @@ class ModelHost:
         if not model.owned:
             self._wake_owner(model)
             if not model.wait_for(upto, self.settings.append_resolve_timeout):
-                log.warning("model %s: durable up to %d, not published by its owner %s yet",
-                            model.name, upto, model.owner)
+                log.warning("model %s: durable up to %d, not published by its owner %s yet "
+                            "(this replica %s serves version %d; live replicas: %s)",
+                            model.name, upto, model.owner, self.replica, model.version,
+                            ", ".join(self.live))
                 return False
             if not model.owned:
                 return True

@@ -13,10 +13,11 @@ from fastapi.concurrency import run_in_threadpool
 
 from .. import fastjson
 from ..encoding import EncodedBatch, EncodingError
-from ..feedback import impressions_of
+from ..feedback import first_positions, impressions_of
 from ..hosting import HostedModel, ModelHost
 from ..schemas import MODEL_NAME, ErrorBody, ScoreRequest, ScoreResponse
 from ..settings import Settings
+from ..store import PackedItems
 from .deps import (
     HostDep,
     ReadAuth,
@@ -54,16 +55,19 @@ class _Keep:
     ids: list[str | None]
     out: ScoreResponse
 
-    def pack(self) -> tuple[list[tuple[str, bytes]], float, float]:
+    def __post_init__(self) -> None:
+        self._first = first_positions(self.ids)  # each id's first item
+
+    def pack(self) -> tuple[PackedItems, float, float]:
         assert self.model.feedback is not None
         items = impressions_of(self.batch, self.ids, np.asarray(self.out.scores),
-                               self.out.version)
+                               self.out.version, self._first)
         now = time.time()
         return items, now, now + self.model.feedback.window_s
 
     def kept(self, n: int) -> None:
-        first = {i: k for k, i in reversed(list(enumerate(self.ids))) if i is not None}
-        self.model.request_auc.shown(list(first), [self.out.scores[k] for k in first.values()])
+        scores = self.out.scores
+        self.model.request_auc.shown(list(self._first), [scores[k] for k in self._first.values()])
         if n:
             self.host.metrics.impressions_kept.labels(self.model.name).inc(n)
 

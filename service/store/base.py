@@ -66,6 +66,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 __all__ = [
     "IMPRESSION_STATUSES",
     "AppendOutcomeUnknown",
@@ -78,6 +80,7 @@ __all__ = [
     "LogEntry",
     "ModelExists",
     "ModelNotFound",
+    "PackedItems",
     "Store",
     "StoreError",
     "StoreUnavailable",
@@ -149,6 +152,77 @@ class Impression:
     shown_at: float  # unix seconds
     expires_at: float  # unix seconds
     status: str
+
+
+@dataclass(frozen=True, eq=False)
+class PackedItems:
+    """One /score request's items to keep, packed: distinct ids in order, and their
+    payloads one after another in ``blob``, item k's ending at ``ends[k]``.
+
+    What the service hands a store (the payloads come out of one numba kernel as one
+    buffer): 100 ``(id, bytes)`` pairs cut out of it, checked one by one, then joined
+    again into the embedded store's one row per request cost a sixth of a kept /score
+    request's time under the GIL. :meth:`of` packs such pairs (the first of each id).
+    """
+
+    ids: list[str]
+    blob: bytes
+    ends: np.ndarray  # int64, non-decreasing, the last == len(blob)
+
+    def __post_init__(self) -> None:
+        ids, ends = self.ids, self.ends
+        if not isinstance(ids, list) or not all(type(i) is str for i in ids):
+            raise TypeError("PackedItems.ids must be a list of str")
+        if type(self.blob) is not bytes:
+            raise TypeError(f"PackedItems.blob must be bytes; got {type(self.blob).__name__}")
+        if not (isinstance(ends, np.ndarray) and ends.dtype == np.int64 and ends.ndim == 1
+                and len(ends) == len(ids)):
+            raise ValueError("PackedItems.ends must be a 1-D int64 array, one end per id")
+        if len(ids) and (ends[0] < 0 or ends[-1] != len(self.blob)
+                         or (len(ids) > 1 and (np.diff(ends) < 0).any())):
+            raise ValueError("PackedItems.ends must be non-decreasing, from 0 to len(blob)")
+        if len(set(ids)) != len(ids):
+            raise ValueError("PackedItems.ids must be distinct")
+
+    @classmethod
+    def of(cls, items: Sequence[tuple[str, bytes]] | PackedItems) -> PackedItems:
+        """Packed ``(id, payload)`` pairs (the first payload of a repeated id); ids must be
+        str and payloads bytes-like (TypeError otherwise)."""
+        if isinstance(items, PackedItems):
+            return items
+        first: dict[str, bytes] = {}
+        for i, (item_id, payload) in enumerate(items):
+            if not isinstance(item_id, str):
+                raise TypeError(f"impression id {i} must be a str; "
+                                f"got {type(item_id).__name__}")
+            if type(payload) is not bytes:
+                if isinstance(payload, str):
+                    raise TypeError(f"impression payload {i} must be bytes; got str")
+                payload = bytes(payload)
+            if item_id not in first:  # a repeat is kept already: the first counts
+                first[item_id] = payload
+        ends = np.cumsum([len(p) for p in first.values()], dtype=np.int64)
+        return cls(list(first), b"".join(first.values()), ends)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PackedItems):
+            return NotImplemented
+        return (self.ids == other.ids and self.blob == other.blob
+                and np.array_equal(self.ends, other.ends))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def payload(self, k: int) -> bytes:
+        return self.blob[int(self.ends[k - 1]) if k else 0:int(self.ends[k])]
+
+    def pairs(self) -> list[tuple[str, bytes]]:
+        """The ``(id, payload)`` pairs."""
+        blob, bounds = self.blob, self.ends.tolist()
+        return [(i, blob[a:b]) for i, a, b in zip(self.ids, [0, *bounds], bounds,
+                                                  strict=False)]
 
 
 @dataclass(frozen=True)
@@ -373,12 +447,14 @@ class Store(Protocol):
         raise NotImplementedError
 
     def keep_impression_groups(
-        self, name: str, groups: Sequence[tuple[Sequence[tuple[str, bytes]], float, float]],
+        self, name: str,
+        groups: Sequence[tuple[Sequence[tuple[str, bytes]] | PackedItems, float, float]],
         max_pending: int,
     ) -> list[int]:
         """:meth:`keep_impressions` for several requests at once, in order: each group
         ``(items, shown_at, expires_at)`` is kept as that call would keep it after the
-        groups before it, and its count returned. A store may make them one write (the
+        groups before it, and its count returned. ``items`` may come packed
+        (:class:`PackedItems`). A store may make them one write (the
         embedded store: one transaction, so concurrent /score requests share a commit);
         all or nothing is not promised. Raise as keep_impressions, before writing
         anything for an argument that call would refuse."""

@@ -156,6 +156,7 @@ from aucstream.service.store.base import (
     LogEntry,
     ModelExists,
     ModelNotFound,
+    PackedItems,
     StoreUnavailable,
     check_delta_versions,
     check_event_ids,
@@ -1578,13 +1579,14 @@ class RedisStore:
                                            max_pending)[0]
 
     def keep_impression_groups(
-        self, name: str, groups: Sequence[tuple[Sequence[tuple[str, bytes]], float, float]],
+        self, name: str,
+        groups: Sequence[tuple[Sequence[tuple[str, bytes]] | PackedItems, float, float]],
         max_pending: int,
     ) -> list[int]:
         keys = self._keys(name, "config", *_IMP_KEYS)
         args: list[Any] = [check_position(max_pending, "max_pending"), _EXPIRE_SLICE]
         for items, shown_at, expires_at in groups:  # all checked before anything is sent
-            pairs = _check_items(items)
+            pairs = PackedItems.of(items).pairs()
             shown = _check_time(shown_at, "shown_at")
             expires = _check_time(expires_at, "expires_at")
             if expires <= shown:
@@ -1721,18 +1723,6 @@ def _check_ids(ids: Sequence[str]) -> list[str]:
         if not isinstance(item_id, str):
             raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
     return list(dict.fromkeys(out))
-
-
-def _check_items(items: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-    """The (id, payload) pairs: ids str, payloads bytes-like (TypeError otherwise)."""
-    out = []
-    for i, (item_id, payload) in enumerate(items):
-        if not isinstance(item_id, str):
-            raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
-        if isinstance(payload, str):
-            raise TypeError(f"impression payload {i} must be bytes; got str")
-        out.append((item_id, bytes(payload)))
-    return out
 
 
 def _status_index(status: str, what: str) -> int:

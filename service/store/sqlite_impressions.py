@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from aucstream.service.store.base import IMPRESSION_STATUSES, Impression
+from aucstream.service.store.base import IMPRESSION_STATUSES, Impression, PackedItems
 from aucstream.service.store.digest_table import DigestTable
 from aucstream.service.store.id_digests import id_digests_128
 
@@ -242,11 +242,11 @@ def expired_items(c: sqlite3.Connection, mid: int, now: float) -> int:
 
 
 def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
-                groups: Sequence[tuple[dict[str, bytes], float, float]], cap: int,
+                groups: Sequence[tuple[PackedItems, float, float]], cap: int,
                 expire_limit: int) -> list[int]:
-    """Keep each group ``(items, shown, expires)`` (first payload per id) as one slate, in
-    order: the items not kept already and unexpired at ``shown``, in order, while the
-    model holds fewer than ``cap`` unexpired items. Returns how many each group kept.
+    """Keep each group ``(items, shown, expires)`` as one slate, in order: the items not
+    kept already and unexpired at ``shown``, in order, while the model holds fewer than
+    ``cap`` unexpired items. Returns how many each group kept.
     Caller holds ``index.lock`` and caught it up in this (write) transaction; the new
     slates go into the index here, so the caller must :meth:`IdIndex.forget` if the
     transaction then fails.
@@ -259,7 +259,7 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
         return []
     first = min(g[1] for g in groups)
     last = max(g[1] for g in groups)
-    ids = [i for items, _, _ in groups for i in items]
+    ids = [i for items, _, _ in groups for i in items.ids]
     digests = id_digests_128(ids)
     where = index.locate(ids, digests)
     # read before the expired slates go: what was live at the first showing
@@ -291,7 +291,7 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
             take = range(at, at + max(0, min(room, len(items))))
         else:
             take = []
-            for k, item_id in enumerate(items, at):
+            for k, item_id in enumerate(items.ids, at):
                 if len(take) >= room:
                     break
                 if item_id in added:
@@ -300,19 +300,22 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
                 elif item_id in where and expiry.get(where[item_id][0], shown) > shown:
                     continue  # kept already, and not expired: left as it is
                 take.append(k)
-        at += len(items)
         out.append(len(take))
         if not take:
+            at += len(items)
             continue
-        if isinstance(take, range):
+        if isinstance(take, range):  # the group's first items: a prefix of its buffer
             kept = ids[take.start:take.stop]
-            payloads = list(items.values())[:len(take)]
+            ends = items.ends[:len(take)]
+            blob = items.blob[:int(ends[-1])]
             picked = digests[take.start:take.stop]
         else:
             kept = [ids[k] for k in take]
-            payloads = [items[i] for i in kept]
+            payloads = [items.payload(k - at) for k in take]
+            ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
+            blob = b"".join(payloads)
             picked = digests[take]
-        ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
+        at += len(items)
         if ends[-1] >= 1 << 32:
             raise ValueError("one request's impressions must take less than 4 GiB")
         if not unseen:  # (else no later group holds these ids)
@@ -321,8 +324,8 @@ def keep_groups(c: sqlite3.Connection, index: IdIndex, mid: int,
         kept_here.append((expires, len(take)))
         if expires > last:  # (else expired by the call's last showing: deleted at once)
             rows.append((mid, shown, expires, len(take), len(take)))
-            data.append((mid, json.dumps(kept, ensure_ascii=False), picked.tobytes(),
-                         b"".join(payloads), ends.astype("<u4").tobytes()))
+            data.append((mid, json.dumps(kept, ensure_ascii=False), picked.tobytes(), blob,
+                         ends.astype("<u4").tobytes()))
             new_digests.append(picked)
     if rows:
         c.executemany("INSERT INTO slates (model, shown_at, expires_at, n, open) "

@@ -61,6 +61,7 @@ from aucstream.service.store.base import (
     LogEntry,
     ModelExists,
     ModelNotFound,
+    PackedItems,
     StoreUnavailable,
     check_delta_versions,
     check_event_ids,
@@ -773,7 +774,8 @@ class SqliteStore:
                                            max_pending)[0]
 
     def keep_impression_groups(
-        self, name: str, groups: Sequence[tuple[Sequence[tuple[str, bytes]], float, float]],
+        self, name: str,
+        groups: Sequence[tuple[Sequence[tuple[str, bytes]] | PackedItems, float, float]],
         max_pending: int,
     ) -> list[int]:
         check_name(name)
@@ -905,24 +907,16 @@ def _check_ids(ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _checked_group(items: Sequence[tuple[str, bytes]], shown_at: float,
-                   expires_at: float) -> tuple[dict[str, bytes], float, float]:
-    """One keep's arguments checked: the first payload of each id, shown_at, expires_at."""
-    first: dict[str, bytes] = {}
-    for i, (item_id, payload) in enumerate(items):
-        if not isinstance(item_id, str):
-            raise TypeError(f"impression id {i} must be a str; got {type(item_id).__name__}")
-        if type(payload) is not bytes:
-            if isinstance(payload, str):
-                raise TypeError(f"impression payload {i} must be bytes; got str")
-            payload = bytes(payload)
-        if item_id not in first:  # a repeat is kept already: the first counts
-            first[item_id] = payload
+def _checked_group(items: Sequence[tuple[str, bytes]] | PackedItems, shown_at: float,
+                   expires_at: float) -> tuple[PackedItems, float, float]:
+    """One keep's arguments checked: the items packed (the first of each id), shown_at,
+    expires_at."""
+    packed = PackedItems.of(items)
     shown = _check_time(shown_at, "shown_at")
     expires = _check_time(expires_at, "expires_at")
     if expires <= shown:
         raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
-    return first, shown, expires
+    return packed, shown, expires
 
 
 def _check_status(status: str, what: str) -> str:

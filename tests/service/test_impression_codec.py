@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from aucstream.service.encoding import EncodedBatch
 from aucstream.service.feedback import decode_impression, encode_impression, impressions_of
+from aucstream.service.store import PackedItems
 
 # versions across msgpack's int encodings; row sizes across bin 8 / 16 / 32 headers
 VERSIONS = st.sampled_from([0, 1, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32,
@@ -63,8 +64,10 @@ def dense_case(draw):
 @given(st.one_of(sparse_case(), dense_case()))
 def test_the_batch_packer_gives_encode_impressions_bytes(case) -> None:
     batch, ids, scores, version = case
-    got = impressions_of(batch, ids, scores, version)
+    packed = impressions_of(batch, ids, scores, version)
+    got = packed.pairs()
     assert got == _expected(batch, ids, scores, version)
+    assert packed == PackedItems.of(got)  # ids, one buffer and its ends alike
     for item_id, payload in got:  # and they decode to the item they were made from
         i = ids.index(item_id)
         row, score, v = decode_impression(payload)
@@ -79,7 +82,7 @@ def test_the_batch_packer_gives_encode_impressions_bytes(case) -> None:
 
 def test_no_ids_keep_nothing() -> None:
     batch = EncodedBatch(n=2, X=np.ones((2, 3)))
-    assert impressions_of(batch, [None, None], np.zeros(2), 1) == []
+    assert impressions_of(batch, [None, None], np.zeros(2), 1).pairs() == []
 
 
 def test_one_hot_hashed_rows_take_a_quarter_of_the_bytes() -> None:
@@ -88,10 +91,10 @@ def test_one_hot_hashed_rows_take_a_quarter_of_the_bytes() -> None:
                          indices=np.random.default_rng(0).integers(0, 2**20, n * nnz),
                          values=np.ones(n * nnz))
     sizes = [len(p) for _, p in impressions_of(batch, [str(i) for i in range(n)],
-                                                 np.zeros(n), 12_345)]
+                                                 np.zeros(n), 12_345).pairs()]
     assert max(sizes) <= 4 * nnz + 32  # format 1 took 16 bytes a feature
     assert all(decode_impression(p)[0][1].tolist() == [1.0] * nnz
-               for _, p in impressions_of(batch, ["a"], np.zeros(n), 1))
+               for _, p in impressions_of(batch, ["a"], np.zeros(n), 1).pairs())
 
 
 def test_format_1_sparse_payloads_still_decode() -> None:

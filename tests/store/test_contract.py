@@ -7,6 +7,7 @@ import random
 import threading
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from aucstream.service.store import (
     LogEntry,
     ModelExists,
     ModelNotFound,
+    PackedItems,
     Store,
 )
 
@@ -617,17 +619,41 @@ def test_keep_groups_equal_keeps_one_after_another(store: Store) -> None:
         ([("a", b"new"), ("h", b"8")], T0 + 10, T0 + 90),  # a, b expired: room again
     ]
     ids = ["a", "b", "c", "d", "e", "f", "g", "h"]
-    for name in ("one-by-one", "grouped"):
+    # and packed, as the service hands them over (the first payload of each id)
+    packed = [(PackedItems.of(items), shown, expires) for items, shown, expires in groups]
+    for name in ("one-by-one", "grouped", "packed"):
         store.create_model(name, CONFIG)
     singles = [store.keep_impressions("one-by-one", items, shown, expires, 5)
                for items, shown, expires in groups]
     assert singles == [2, 2, 0, 1, 2]
     assert store.keep_impression_groups("grouped", groups, 5) == singles
+    assert store.keep_impression_groups("packed", packed, 5) == singles
     for t in (T0 + 2, T0 + 10):
-        assert (store.get_impressions("grouped", ids, t)
-                == store.get_impressions("one-by-one", ids, t))
-        assert store.count_impressions("grouped", t) == store.count_impressions("one-by-one", t)
+        for name in ("grouped", "packed"):
+            assert (store.get_impressions(name, ids, t)
+                    == store.get_impressions("one-by-one", ids, t))
+            assert store.count_impressions(name, t) == store.count_impressions("one-by-one", t)
     assert store.keep_impression_groups("grouped", [], 5) == []
+
+
+def test_packed_items_are_checked() -> None:
+    items = PackedItems.of([("a", b"12"), ("b", bytearray(b"")), ("a", b"x"), ("c", b"3")])
+    assert items.ids == ["a", "b", "c"] and items.blob == b"123"
+    assert items.ends.tolist() == [2, 2, 3] and len(items) == 3
+    assert items.pairs() == [("a", b"12"), ("b", b""), ("c", b"3")]
+    assert [items.payload(k) for k in range(3)] == [b"12", b"", b"3"]
+    ends = np.array([2, 3], np.int64)
+    for bad in ([["a", "a"], b"123", ends], [["a", "b"], b"1234", ends],
+                [["a", "b"], b"123", np.array([3, 2], np.int64)],
+                [["a", "b"], b"123", np.array([2, 3], np.int32)],
+                [["a"], b"123", ends]):
+        with pytest.raises(ValueError):
+            PackedItems(*bad)
+    for bad in ([["a", 1], b"123", ends], [["a", "b"], "123", ends]):
+        with pytest.raises(TypeError):
+            PackedItems(*bad)
+    with pytest.raises(TypeError):
+        PackedItems.of([("a", "text")])  # type: ignore[list-item]
 
 
 def test_a_bad_keep_group_writes_nothing(store: Store, model: str) -> None:
