@@ -25,15 +25,18 @@ def _samples(text: str) -> dict[tuple[str, tuple], float]:
 def test_two_workers_share_their_metrics_and_models(tmp_path):
     port = free_port()
     env = {**os.environ, "AUCSTREAM_DATA_DIR": str(tmp_path / "data"),
-           "AUCSTREAM_LOG_LEVEL": "warning", "AUCSTREAM_SYNC_INTERVAL": "0.05"}
+           "AUCSTREAM_LOG_LEVEL": "info", "AUCSTREAM_SYNC_INTERVAL": "0.05"}
     env.pop("AUCSTREAM_REDIS_URL", None)
     # the folder the CLI would make itself, here where the test can look into it
     prom = tmp_path / "prom"
     prom.mkdir()
     env["PROMETHEUS_MULTIPROC_DIR"] = str(prom)
-    proc = subprocess.Popen([sys.executable, "-m", "aucstream.service.cli", "serve", "--port",
-                             str(port), "--workers", "2"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the server's log, shown (pytest prints a failing test's output) when this fails
+    server_log = tmp_path / "server.log"
+    with server_log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "aucstream.service.cli", "serve",
+                                 "--port", str(port), "--workers", "2"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -55,7 +58,9 @@ def test_two_workers_share_their_metrics_and_models(tmp_path):
         while sent < 12 or len(list(prom.glob("counter_*.db"))) < 2:
             events = [{"x": [0.1 * j, 1.0], "label": j % 2, "id": f"{sent}-{j}"}
                       for j in range(10)]
-            r = httpx.post(f"{url}/learn", json={"model": "w", "events": events})
+            # (longer than the server's wait for the owner's publication, 10 s: a slow
+            # owner shows as a 202 and a warning in the log, not as a client timeout)
+            r = httpx.post(f"{url}/learn", json={"model": "w", "events": events}, timeout=30)
             assert r.status_code == 200, r.text
             sent += 1
             assert sent < 200, "every request went to one worker"
@@ -73,3 +78,4 @@ def test_two_workers_share_their_metrics_and_models(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+        print(server_log.read_text()[-30_000:])
