@@ -10,7 +10,12 @@ The service as a subprocess on loopback (``aucstream serve``, the embedded store
 - learn events/s of label-only events ``{"id", "label"}`` for those kept items, against
   full events of the same size, at 1 and 4 clients, batches of 500.
 
-    python -m loadtest.bench_feedback [--redis] [--write]
+Each score row also gives the CPU the service spent per request (every worker; and
+redis-server's with ``--redis``), and the cores it kept busy: one Python process runs
+its requests under one interpreter lock, so a service at ~1 core is bound by that lock
+whatever the machine has left.
+
+    python -m loadtest.bench_feedback [--redis] [--workers N] [--write]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from loadtest.bench_service import (
     code_version,
     cpu_model,
     learn_bodies,
+    proc_cpu_seconds,
     send_learns,
     send_scores,
     summarize,
@@ -62,7 +68,15 @@ def _score_bodies(events: list[dict[str, Any]], candidates: int, ids: bool) -> l
     return out
 
 
-async def _run(url: str, args: argparse.Namespace) -> list[list[str]]:
+def _cpu(service: ServiceProcess, redis: RedisProcess | None) -> tuple[float, float]:
+    """CPU seconds so far of the service (all workers) and of redis-server (0 without)."""
+    store = 0.0 if redis is None or redis.proc is None else proc_cpu_seconds(redis.proc.pid)
+    return service.cpu_seconds(), store
+
+
+async def _run(service: ServiceProcess, redis: RedisProcess | None,
+               args: argparse.Namespace) -> list[list[str]]:
+    url = service.url
     feed = AdClickFeed(seed=7)
     rows: list[list[str]] = []
     async with Client(url, 64) as client:
@@ -87,15 +101,23 @@ async def _run(url: str, args: argparse.Namespace) -> list[list[str]]:
                 # fresh connections per run: idle pooled ones may have been closed by the
                 # server's keep-alive timeout meanwhile (a POST is not retried on them)
                 async with Client(url, clients) as fresh:
+                    cpu0 = _cpu(service, redis)
                     t0 = time.perf_counter()
                     lat, statuses = await send_scores(fresh, bodies, clients,
                                                       max(1, len(bodies) // clients))
                     wall = time.perf_counter() - t0
+                    cpu1 = _cpu(service, redis)
                 s = summarize(lat)
                 label = "with ids (kept)" if ids else "without ids (express lane)"
+                served = cpu1[0] - cpu0[0]
+                cpu = (f"service CPU {1e3 * served / len(lat):.2f} ms/req "
+                       f"({served / wall:.2f} cores)")
+                if redis is not None:
+                    cpu += f", redis-server {1e3 * (cpu1[1] - cpu0[1]) / len(lat):.2f} ms/req"
                 rows.append(["score", label, str(clients), f"{len(lat) / wall:,.0f} req/s",
                              f"{s['p50']:.2f} / {s['p99']:.2f}",
-                             ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))])
+                             ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))
+                             + "; " + cpu])
                 say(f"  score {label}, {clients} clients: p99 {s['p99']:.2f} ms")
                 if ids and clients == 16:
                     kept_events = events
@@ -128,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--score-requests", type=int, default=2000)
     p.add_argument("--candidates", type=int, default=100)
     p.add_argument("--learn-events", type=int, default=100_000)
+    p.add_argument("--workers", type=int, default=1, help="the service's worker processes")
     p.add_argument("--write", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="aucstream-bench-feedback-") as tmp:
@@ -135,10 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.redis:
             redis = RedisProcess(Path(tmp))
             redis.start()
-        service = ServiceProcess(Path(tmp), redis.url if redis else None, log_level="warning")
+        service = ServiceProcess(Path(tmp), redis.url if redis else None, log_level="warning",
+                                 workers=args.workers)
         try:
             service.start()
-            rows = asyncio.run(_run(service.url, args))
+            rows = asyncio.run(_run(service, redis, args))
         finally:
             service.stop()
             if redis is not None:
@@ -147,17 +171,20 @@ def main(argv: list[str] | None = None) -> int:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     text = "\n".join([
         f"{when}; `python -m loadtest.bench_feedback {' '.join(argv)}`; {store} store; "
-        f"{args.learner}, hashed 2^20 with feedback; {cpu_model()}; {code_version()}. "
+        f"{args.learner}, hashed 2^20 with feedback; {args.workers} worker"
+        f"{'s' if args.workers > 1 else ''}; {cpu_model()}; {code_version()}. "
         f"Score: {args.candidates} candidates per request (each with an id: kept). Learn: "
         "batches of 500.", "",
         "| path | requests | clients | rate | p50 / p99 (ms) | notes |",
         "|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows)])
     print(text)
     if args.write:
-        tag = "redis" if args.redis else "sqlite"
+        tag = ("redis" if args.redis else "sqlite") + (
+            f"-workers{args.workers}" if args.workers > 1 else "")
+        where = store + (f", {args.workers} workers" if args.workers > 1 else "")
         write_marked(RESULTS_MD, f"<!-- feedback-cost-{tag}:begin -->",
                      f"<!-- feedback-cost-{tag}:end -->",
-                     f"## The ad-click flow's cost ({store}, issue 12)", text)
+                     f"## The ad-click flow's cost ({where}, issue 12)", text)
     return 0
 
 
