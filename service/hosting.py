@@ -758,7 +758,9 @@ class HostedModel:
         """A follower: load what the owner published beyond this replica's version —
         the deltas from the state it holds (the one it loaded last, or its own, as a
         former owner's: states at equal versions are equal), else the checkpoint and the
-        deltas after that. Whether it moved on."""
+        deltas after that, even a checkpoint older than this replica's version: one that
+        loaded the model at the log's end may sit between two publications, and the
+        owner's chain then passes it by. Whether it moved on."""
         if store.publication_version(self.name) <= self.version:
             return False
         held = self.followed
@@ -774,11 +776,14 @@ class HostedModel:
                         start = (self.version, self.full_state())
         if start is None:
             cp = store.load_checkpoint(self.name)
-            if cp is not None and cp.version > self.version:
-                start = (cp.version, decode_state(cp.blob))
-                created_at = cp.created_at
-        if start is None:
-            return False
+            if cp is None:
+                return False
+            if cp.version <= self.version:  # the chain from it, with the deltas up to here
+                deltas = store.read_deltas(self.name, cp.version)
+                if not any(d.version > self.version for d in deltas):
+                    return False
+            start = (cp.version, decode_state(cp.blob))
+            created_at = cp.created_at
         version, state = start
         for d in deltas:
             if d.base == version:  # the chain from `start` (others: before it)

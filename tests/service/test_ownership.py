@@ -416,6 +416,43 @@ def test_followers_chain_the_owners_deltas_and_hold_its_state_bit_for_bit(settin
         h.store.close()
 
 
+def test_a_follower_that_loaded_between_publications_takes_the_chain_past_it(settings_for):
+    """A replica loads a model at the log's end, which can fall between two of the
+    owner's publications (the owner had learned more and not yet published it). The
+    owner's next delta then starts before the follower's version, and the checkpoint is
+    older still: the follower takes the checkpoint and the chain on past its own version
+    (it used to wait for the next whole publication, and a learn there for the owner to
+    publish: 202 after 10 s in CI)."""
+    over = {"publish_interval": 1e-6, "max_staleness": 1e-6, "lease_ttl": 60.0}
+    a, b = _host(settings_for, "a", **over), _host(settings_for, "b", **over)
+    for h in (a, b):
+        h.keep_leases()
+    name = A_NAMES[0]
+    model = a.create({**_config(name), "features": {"kind": "hashed", "bits": 16}})
+    for k in range(2):
+        a.append_and_apply(model, *_hashed_batch(200, k), [None] * 200)
+        model.publish(a.store, a.settings)  # whole at 200, then the delta 200 -> 400
+    a.append_and_apply(model, *_hashed_batch(200, 2), [None] * 200)  # 600: not published
+    b.sync_once()  # loads the model: the checkpoint, then the log to its end
+    follower = b.get(name)
+    assert not follower.owned and follower.version == 600
+    a.append_and_apply(model, *_hashed_batch(200, 3), [None] * 200)
+    model.publish(a.store, a.settings)  # the delta 400 -> 800
+    assert [(d.base, d.version) for d in a.store.read_deltas(name, 0)] == [(200, 400),
+                                                                        (400, 800)]
+    b.follow_once()
+    assert follower.version == model.version == 800
+    with model.lock, follower.lock:
+        assert _same(follower.full_state(), model.full_state())
+    # and from there on the chain goes on from the follower's own version
+    a.append_and_apply(model, *_hashed_batch(200, 4), [None] * 200)
+    model.publish(a.store, a.settings)
+    b.follow_once()
+    assert follower.version == 1000 and follower.followed is not None
+    for h in (a, b):
+        h.store.close()
+
+
 def test_publications_from_two_threads_form_one_chain(settings_for):
     """The follow loop and the sync loop both publish: their deltas never fork (two
     against one base would leave a follower of one branch a gap until the next whole)."""
