@@ -195,12 +195,15 @@ def warm_up_process() -> None:
 
 
 @contextlib.contextmanager
-def one_at_a_time() -> Iterator[None]:
-    """Hold the warm-up lock of this installation and numba cache folder (an exclusive
-    ``flock``, so a process killed while holding it frees it). Taken before the look at
-    the cache: that look compiles a probe kernel, after which the cache looks filled to
-    every other process although the rest is still being compiled."""
-    where = f"{os.path.dirname(os.path.abspath(__file__))}|{os.environ.get('NUMBA_CACHE_DIR', '')}"
+def one_at_a_time(cache_dir: str | None = None) -> Iterator[None]:
+    """Hold the warm-up lock of this installation and numba cache folder (``cache_dir``,
+    default ``$NUMBA_CACHE_DIR``): an exclusive ``flock``, so a process killed while
+    holding it frees it. Taken before the look at the cache: that look compiles a probe
+    kernel, after which the cache looks filled to every other process although the rest
+    is still being compiled."""
+    if cache_dir is None:
+        cache_dir = os.environ.get("NUMBA_CACHE_DIR", "")
+    where = f"{os.path.dirname(os.path.abspath(__file__))}|{cache_dir}"
     key = hashlib.blake2b(where.encode(), digest_size=8).hexdigest()
     path = os.path.join(tempfile.gettempdir(), f"aucstream-warmup-{key}.lock")
     try:

@@ -36,20 +36,18 @@ def test_processes_warm_up_one_at_a_time(tmp_path: Path) -> None:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     from aucstream.service import warmup
 
-    os.environ["NUMBA_CACHE_DIR"] = str(tmp_path)  # the same lock as the child's
-    try:
-        with warmup.one_at_a_time():
-            child = subprocess.Popen([sys.executable, "-c", script], env=env,
-                                     stdout=subprocess.PIPE, text=True)
-            # another cache folder is another lock: done while this one is held
-            subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                           env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "b")},
-                           timeout=60, check=True)
-            time.sleep(1)
-            assert child.poll() is None  # still waiting
-            released = time.time()
-    finally:
-        del os.environ["NUMBA_CACHE_DIR"]
+    # (the cache folder named, not set in this process's environment: numba re-reads
+    # it, and the suite's own cache folder must stay in place for what comes after)
+    with warmup.one_at_a_time(str(tmp_path)):
+        child = subprocess.Popen([sys.executable, "-c", script], env=env,
+                                 stdout=subprocess.PIPE, text=True)
+        # another cache folder is another lock: done while this one is held
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "b")},
+                       timeout=60, check=True)
+        time.sleep(1)
+        assert child.poll() is None  # still waiting
+        released = time.time()
     out, _ = child.communicate(timeout=120)
     assert child.returncode == 0
     assert float(out.strip()) >= released
