@@ -17,6 +17,15 @@ concurrent /score requests) until the model holds ``--prefill`` impressions; the
                                      [--items 100]
 
 ``--items 1`` is a fraud check's request (one event scored): one slate per item.
+
+``--churn LIVE`` instead keeps requests that expire while the model goes on keeping
+(each group shown a second after the one before, kept for ``LIVE`` seconds: about
+``LIVE`` × ``--group`` × ``--items`` ids held at a time, ``--groups`` groups in all;
+synthetic payloads), and gives the distribution of the time one group's keep takes:
+the tail is where the embedded store's id index is rebuilt to forget expired ids, or
+grows.
+
+    python -m bench.impression_store --churn 600 [--groups 2500]
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import numpy as np
 
 from aucstream.service.encoding import FeatureEncoder
 from aucstream.service.feedback import impressions_of
-from aucstream.service.store import SqliteStore, Store
+from aucstream.service.store import PackedItems, SqliteStore, Store
 from aucstream.service.store.redis_store import RedisStore
 from loadtest.bench_service import RedisProcess, code_version, cpu_model
 from loadtest.feed import AdClickFeed
@@ -104,6 +113,30 @@ def measure(make: Callable[[], Store], prefill: int, group: int, sequential: boo
     return keep_ms, found[0] / spent[0], found[1] / spent[1]
 
 
+def churn(make: Callable[[], Store], live: int, groups: int, group: int,
+          items: int) -> np.ndarray:
+    """Milliseconds of each group's keep after the first quarter (see the module's doc)."""
+    rng = np.random.default_rng(0)
+    store = make()
+    store.create_model(MODEL, {"learner": "solam"})
+    payload = b"x" * 150  # (the size of a one-hot 35-feature row's payload)
+    ends = np.arange(150, 150 * (items + 1), 150, dtype=np.int64)
+
+    def request() -> PackedItems:
+        ids = [f"{v:032x}" for v in rng.integers(0, 2**62, items)]
+        return PackedItems(ids, payload * items, ends.copy())
+
+    spent = []
+    for k in range(groups):
+        shown = 1_000.0 + k
+        batch = [(request(), shown, shown + live) for _ in range(group)]
+        t0 = time.perf_counter()
+        store.keep_impression_groups(MODEL, batch, 10**12)
+        spent.append(time.perf_counter() - t0)
+    store.close()
+    return np.array(spent[groups // 4:]) * 1e3
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.impression_store",
                                 description=__doc__.split("\n")[0])
@@ -114,10 +147,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--items", type=int, default=100, help="items per /score request")
     p.add_argument("--sequential-ids", action="store_true", help="the feed's ids (ad7-0, "
                    "ad7-1, ...) instead of random 128-bit hex ids, as ad servers' uuids")
+    p.add_argument("--churn", type=int, metavar="LIVE", help="seconds each kept request "
+                   "lives, one group shown a second: the keeps' time distribution")
+    p.add_argument("--groups", type=int, default=2500, help="groups kept with --churn")
     args = p.parse_args(argv)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; `python -m "
           f"bench.impression_store {' '.join(argv if argv is not None else sys.argv[1:])}`; "
           f"{'Redis' if args.redis else 'SQLite'}; {cpu_model()}; {code_version()}\n")
+    if args.churn is not None:
+        with tempfile.TemporaryDirectory(prefix="aucstream-bench-imp-") as tmp:
+            redis = None
+            if args.redis:
+                redis = RedisProcess(Path(tmp))
+                redis.start()
+            try:
+                ms = churn(partial(RedisStore.from_url, redis.url) if redis else
+                           partial(SqliteStore.in_dir, Path(tmp) / "data"),
+                           args.churn, args.groups, args.group, args.items)
+            finally:
+                if redis is not None:
+                    redis.stop()
+        held = args.churn * args.group * args.items
+        print(f"| ids held | keep of {args.group} requests, ms: p50 | p99 | p99.9 | max |")
+        print("|---|---|---|---|---|")
+        print(f"| ~{held:,} | {np.median(ms):.2f} | {np.percentile(ms, 99):.2f} | "
+              f"{np.percentile(ms, 99.9):.2f} | {ms.max():.2f} |")
+        return 0
     print(f"| kept before | keep ms per {args.items}-item request | labels by id per s "
           "(take) | labels by id per s (get + claim) |")
     print("|---|---|---|---|")

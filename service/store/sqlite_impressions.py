@@ -38,10 +38,11 @@ model's integer id.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,8 +51,10 @@ from aucstream.service.store.base import IMPRESSION_STATUSES, Impression, Packed
 from aucstream.service.store.digest_table import DigestTable
 from aucstream.service.store.id_digests import id_digests_128
 
+log = logging.getLogger("aucstream.store")
+
 __all__ = ["SCHEMA", "IdIndex", "count", "drop_model", "due", "expire", "find", "keep_groups",
-           "migrate_rows", "move", "split_slates"]
+           "migrate_rows", "move", "read_index", "split_slates"]
 
 _SLATES = """CREATE TABLE IF NOT EXISTS {} (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -108,31 +111,61 @@ def live_slates(columns: str, n: int) -> str:
 class IdIndex:
     """One model's kept ids -> ``slate * 2^24 + position``, read up to slate ``seen``."""
 
-    __slots__ = ("lock", "rebuild_above", "seen", "table")
+    __slots__ = ("lock", "rebuild_above", "rebuilding", "seen", "table")
 
     def __init__(self) -> None:
         self.table = DigestTable()
         self.seen = 0
         self.rebuild_above = _REBUILD_MIN
         self.lock = threading.Lock()
+        self.rebuilding: threading.Thread | None = None
+
+    def due(self) -> bool:
+        """Whether the index holds enough ids to be rebuilt from the store, forgetting the
+        ids of slates deleted since (amortised: a rebuild comes after as many new ids
+        again as the one before kept)."""
+        return len(self.table) > self.rebuild_above
 
     def catch_up(self, c: sqlite3.Connection, mid: int) -> None:
         """Read the digests of the slates committed since the last call (caller holds
-        ``lock``)."""
-        rebuild = len(self.table) > self.rebuild_above
-        if rebuild:  # maybe mostly deleted slates' ids: start over
-            self.table.clear()
-            self.seen = 0
-        rows = c.execute(SLATES_SINCE, (self.seen, mid)).fetchall()
-        if not rows:
+        ``lock``). Writers :meth:`rebuild` first, outside their write transaction; here
+        only an index twice past due is rebuilt (a reader's, or a missed one)."""
+        if len(self.table) > 2 * self.rebuild_above:
+            self.replace(*read_index(c, mid))
             return
-        digs = np.frombuffer(b"".join(r[1] for r in rows), "<u8").reshape(-1, 2)
-        at = np.concatenate([r[0] * _STRIDE + np.arange(len(r[1]) // 16, dtype=np.int64)
-                             for r in rows])
-        self.table.put(digs, at)  # in slate order: a later slate of an id wins
-        self.seen = rows[-1][0]
-        if rebuild:  # (amortised: the next rebuild comes after as many ids again)
-            self.rebuild_above = max(2 * len(self.table), _REBUILD_MIN)
+        self.seen = _put_since(self.table, c, mid, self.seen)
+
+    def rebuild(self, read: Callable[[], tuple[DigestTable, int]]) -> None:
+        """If due, rebuild from ``read()`` (every unexpired slate's ids, from a read
+        transaction of its own) on a thread of its own, one at a time: ~1M ids take
+        140-317 ms to read (the 1M default of max_pending), which neither the write turn
+        nor the writer that found the index due waits for; the index serves as it is
+        meanwhile. Slates committed after that read are the next catch-up's. A failed
+        read leaves the index as it was (due again)."""
+        with self.lock:
+            if not self.due() or self.rebuilding is not None:
+                return
+
+            def run() -> None:
+                try:
+                    table, seen = read()
+                    with self.lock:
+                        if self.due():
+                            self.replace(table, seen)
+                except Exception as exc:  # (the store closed or failed meanwhile)
+                    log.debug("id index rebuild failed: %s", exc)
+                finally:
+                    with self.lock:
+                        self.rebuilding = None
+
+            self.rebuilding = threading.Thread(target=run, name="aucstream-id-index",
+                                               daemon=True)
+            self.rebuilding.start()
+
+    def replace(self, table: DigestTable, seen: int) -> None:
+        """Take ``table``, read up to slate ``seen`` (caller holds ``lock``)."""
+        self.table, self.seen = table, seen
+        self.rebuild_above = max(2 * len(table), _REBUILD_MIN)
 
     def record(self, first: int, digests: list[np.ndarray]) -> None:
         """Slates ``first``, ``first + 1``, ... (their ids' digests) were just added in
@@ -160,6 +193,29 @@ class IdIndex:
             return {}
         at = self.table.get(id_digests_128(ids) if digests is None else digests).tolist()
         return {i: divmod(v, _STRIDE) for i, v in zip(ids, at, strict=True) if v >= 0}
+
+
+def read_index(c: sqlite3.Connection, mid: int) -> tuple[DigestTable, int]:
+    """A fresh id index's table of a model's slates, and the last slate it read; with
+    room for as many ids again, the next rebuild's threshold, so that it never grows in
+    a writer's path."""
+    table = DigestTable()
+    seen = _put_since(table, c, mid, 0)
+    table.reserve(max(2 * len(table), _REBUILD_MIN) + 1)
+    return table, seen
+
+
+def _put_since(table: DigestTable, c: sqlite3.Connection, mid: int, seen: int) -> int:
+    """Put the ids of the model's slates after slate ``seen`` into ``table`` (in slate
+    order: a later slate of an id wins); the last slate read."""
+    rows = c.execute(SLATES_SINCE, (seen, mid)).fetchall()
+    if not rows:
+        return seen
+    digs = np.frombuffer(b"".join(r[1] for r in rows), "<u8").reshape(-1, 2)
+    at = np.concatenate([r[0] * _STRIDE + np.arange(len(r[1]) // 16, dtype=np.int64)
+                         for r in rows])
+    table.put(digs, at)
+    return int(rows[-1][0])
 
 
 def _chunks(values: Sequence[Any]) -> Iterable[Sequence[Any]]:

@@ -784,6 +784,8 @@ class SqliteStore:
         # one transaction: concurrent /score requests share its commit (the fsync)
         index: impressions.IdIndex | None = None
         try:
+            with self._guard("keep_impressions"):
+                self._rebuild_index(name)
             with self._guard("keep_impressions"), self._tx() as c:
                 mid, _ = self._model(c, name)
                 with self._index(c, name, mid) as index:
@@ -809,6 +811,8 @@ class SqliteStore:
         sources = _check_statuses(from_status, "from_status")
         to = _check_status(to_status, "to_status")
         t = _check_time(now, "now")
+        with self._guard("claim_impressions"):
+            self._rebuild_index(name)
         with self._guard("claim_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
             impressions.expire(c, mid, t, _EXPIRE_SLICE)
@@ -824,6 +828,8 @@ class SqliteStore:
         sources = _check_statuses(from_status, "from_status")
         to = _check_status(to_status, "to_status")
         t = _check_time(now, "now")
+        with self._guard("take_impressions"):
+            self._rebuild_index(name)
         with self._guard("take_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
             impressions.expire(c, mid, t, _EXPIRE_SLICE)
@@ -850,6 +856,21 @@ class SqliteStore:
         with self._guard("count_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
             return impressions.count(c, mid, t)
+
+    def _rebuild_index(self, name: str) -> None:
+        """Before a write transaction: rebuild this store object's id index of ``name``
+        if it is due, from a read transaction (readers never wait in WAL, and writers
+        are not kept waiting for the read)."""
+        got = self._indexes.get(name)
+        if got is None or not got[1].due():
+            return
+        mid, index = got
+
+        def read() -> tuple[Any, int]:
+            with self._tx("DEFERRED") as c:
+                return impressions.read_index(c, mid)
+
+        index.rebuild(read)
 
     @contextmanager
     def _index(self, c: sqlite3.Connection, name: str, mid: int
