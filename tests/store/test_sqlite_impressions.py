@@ -328,7 +328,8 @@ def test_a_writer_rebuilds_its_id_index_outside_the_write_transaction(
 
     def traced(self: SqliteStore) -> sqlite3.Connection:
         c = connect(self)
-        c.set_trace_callback(lambda t, k=id(c): statements.append((k, t)))
+        key = id(c)
+        c.set_trace_callback(lambda t: statements.append((key, t)))
         return c
 
     monkeypatch.setattr(SqliteStore, "_connect", traced)
