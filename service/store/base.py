@@ -85,9 +85,11 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "check_event_ids",
+    "check_keep_group",
     "check_name",
     "check_position",
     "check_replica",
+    "check_time",
     "check_token",
     "check_ttl",
 ]
@@ -550,3 +552,24 @@ def check_delta_versions(base: int, version: int) -> tuple[int, int]:
     if base >= version:
         raise ValueError(f"a delta's base ({base}) must be before its version ({version})")
     return base, version
+
+
+def check_time(value: float, what: str) -> float:
+    """Unix seconds as a finite float (TypeError, ValueError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds; got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be finite; got {value!r}")
+    return float(value)
+
+
+def check_keep_group(items: Sequence[tuple[str, bytes]] | PackedItems, shown_at: float,
+                     expires_at: float) -> tuple[PackedItems, float, float]:
+    """One keep's arguments checked: the items packed (the first of each id), shown_at,
+    expires_at (after shown_at)."""
+    packed = PackedItems.of(items)
+    shown = check_time(shown_at, "shown_at")
+    expires = check_time(expires_at, "expires_at")
+    if expires <= shown:
+        raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
+    return packed, shown, expires

@@ -127,7 +127,6 @@ key, so in a cluster it lives in one slot; every other script touches one model'
 from __future__ import annotations
 
 import json
-import math
 import struct
 import threading
 import time
@@ -160,9 +159,11 @@ from aucstream.service.store.base import (
     StoreUnavailable,
     check_delta_versions,
     check_event_ids,
+    check_keep_group,
     check_name,
     check_position,
     check_replica,
+    check_time,
     check_token,
     check_ttl,
 )
@@ -1585,12 +1586,9 @@ class RedisStore:
     ) -> list[int]:
         keys = self._keys(name, "config", *_IMP_KEYS)
         args: list[Any] = [check_position(max_pending, "max_pending"), _EXPIRE_SLICE]
-        for items, shown_at, expires_at in groups:  # all checked before anything is sent
-            pairs = PackedItems.of(items).pairs()
-            shown = _check_time(shown_at, "shown_at")
-            expires = _check_time(expires_at, "expires_at")
-            if expires <= shown:
-                raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
+        for group in groups:  # all checked before anything is sent
+            packed, shown, expires = check_keep_group(*group)
+            pairs = packed.pairs()
             flat = [x for item_id, payload in pairs
                     for x in (item_id, _record(payload, shown, expires))]
             args += [repr(shown), repr(expires), msgpack.packb(flat, use_bin_type=False)]
@@ -1603,7 +1601,7 @@ class RedisStore:
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
         keys = self._keys(name, "config", "imp")
         wanted = _check_ids(ids)
-        t = _check_time(now, "now")
+        t = check_time(now, "now")
         with self._guard("get_impressions"):
             recs = self._get_imp(keys=keys, args=[msgpack.packb(wanted, use_bin_type=False)])
         if recs is None:
@@ -1632,7 +1630,7 @@ class RedisStore:
         wanted = _check_ids(ids)
         sources = _check_statuses(from_status, "from_status")
         to = _status_index(to_status, "to_status")
-        t = _check_time(now, "now")
+        t = check_time(now, "now")
         with self._guard("take_impressions" if records else "claim_impressions"):
             res = self._claim_imp(keys=keys, args=[
                 repr(t), _EXPIRE_SLICE, to, ",".join(str(_status_index(s, "")) for s in sources),
@@ -1654,8 +1652,8 @@ class RedisStore:
                         now: float, limit: int) -> list[tuple[str, Impression]]:
         keys = self._keys(name, "config", *_IMP_KEYS)
         wanted = _check_statuses(statuses, "statuses")
-        before = _check_time(shown_before, "shown_before")
-        t = _check_time(now, "now")
+        before = check_time(shown_before, "shown_before")
+        t = check_time(now, "now")
         n = check_position(limit, "limit")
         with self._guard("due_impressions"):
             res = self._due_imp(keys=keys, args=[
@@ -1669,7 +1667,7 @@ class RedisStore:
 
     def count_impressions(self, name: str, now: float) -> dict[str, int]:
         keys = self._keys(name, "config", *_IMP_KEYS)
-        t = _check_time(now, "now")
+        t = check_time(now, "now")
         with self._guard("count_impressions"):
             res = self._count_imp(keys=keys, args=[repr(t)])
         if res is None:
@@ -1741,15 +1739,6 @@ def _check_statuses(statuses: Sequence[str], what: str) -> list[str]:
     for s in out:
         _status_index(s, what)
     return out
-
-
-def _check_time(value: float, what: str) -> float:
-    """Unix seconds as a finite float (ValueError otherwise)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds; got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"{what} must be finite; got {value!r}")
-    return float(value)
 
 
 def _before_sending(exc: Exception) -> bool:

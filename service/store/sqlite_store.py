@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
 import sqlite3
 import threading
@@ -65,9 +64,11 @@ from aucstream.service.store.base import (
     StoreUnavailable,
     check_delta_versions,
     check_event_ids,
+    check_keep_group,
     check_name,
     check_position,
     check_replica,
+    check_time,
     check_token,
     check_ttl,
 )
@@ -779,13 +780,12 @@ class SqliteStore:
         max_pending: int,
     ) -> list[int]:
         check_name(name)
-        checked = [_checked_group(*group) for group in groups]
+        checked = [check_keep_group(*group) for group in groups]
         cap = check_position(max_pending, "max_pending")
         # one transaction: concurrent /score requests share its commit (the fsync)
         index: impressions.IdIndex | None = None
         try:
-            with self._guard("keep_impressions"):
-                self._rebuild_index(name)
+            self._rebuild_index(name)
             with self._guard("keep_impressions"), self._tx() as c:
                 mid, _ = self._model(c, name)
                 with self._index(c, name, mid) as index:
@@ -798,7 +798,7 @@ class SqliteStore:
     def get_impressions(self, name: str, ids: Sequence[str], now: float) -> dict[str, Impression]:
         check_name(name)
         wanted = _check_ids(ids)
-        t = _check_time(now, "now")
+        t = check_time(now, "now")
         with self._guard("get_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
             with self._index(c, name, mid) as index:
@@ -810,9 +810,8 @@ class SqliteStore:
         wanted = _check_ids(ids)
         sources = _check_statuses(from_status, "from_status")
         to = _check_status(to_status, "to_status")
-        t = _check_time(now, "now")
-        with self._guard("claim_impressions"):
-            self._rebuild_index(name)
+        t = check_time(now, "now")
+        self._rebuild_index(name)
         with self._guard("claim_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
             impressions.expire(c, mid, t, _EXPIRE_SLICE)
@@ -827,9 +826,8 @@ class SqliteStore:
         wanted = _check_ids(ids)
         sources = _check_statuses(from_status, "from_status")
         to = _check_status(to_status, "to_status")
-        t = _check_time(now, "now")
-        with self._guard("take_impressions"):
-            self._rebuild_index(name)
+        t = check_time(now, "now")
+        self._rebuild_index(name)
         with self._guard("take_impressions"), self._tx() as c:
             mid, _ = self._model(c, name)
             impressions.expire(c, mid, t, _EXPIRE_SLICE)
@@ -843,8 +841,8 @@ class SqliteStore:
                         now: float, limit: int) -> list[tuple[str, Impression]]:
         check_name(name)
         wanted = _check_statuses(statuses, "statuses")
-        before = _check_time(shown_before, "shown_before")
-        t = _check_time(now, "now")
+        before = check_time(shown_before, "shown_before")
+        t = check_time(now, "now")
         n = check_position(limit, "limit")
         with self._guard("due_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
@@ -852,15 +850,15 @@ class SqliteStore:
 
     def count_impressions(self, name: str, now: float) -> dict[str, int]:
         check_name(name)
-        t = _check_time(now, "now")
+        t = check_time(now, "now")
         with self._guard("count_impressions"), self._tx("DEFERRED") as c:
             mid, _ = self._model(c, name)
             return impressions.count(c, mid, t)
 
     def _rebuild_index(self, name: str) -> None:
         """Before a write transaction: rebuild this store object's id index of ``name``
-        if it is due, from a read transaction (readers never wait in WAL, and writers
-        are not kept waiting for the read)."""
+        if it is due, on a thread of its own from a read transaction (readers never wait
+        in WAL, and writers are not kept waiting for the read)."""
         got = self._indexes.get(name)
         if got is None or not got[1].due():
             return
@@ -928,18 +926,6 @@ def _check_ids(ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _checked_group(items: Sequence[tuple[str, bytes]] | PackedItems, shown_at: float,
-                   expires_at: float) -> tuple[PackedItems, float, float]:
-    """One keep's arguments checked: the items packed (the first of each id), shown_at,
-    expires_at."""
-    packed = PackedItems.of(items)
-    shown = _check_time(shown_at, "shown_at")
-    expires = _check_time(expires_at, "expires_at")
-    if expires <= shown:
-        raise ValueError(f"expires_at ({expires!r}) must be after shown_at ({shown!r})")
-    return packed, shown, expires
-
-
 def _check_status(status: str, what: str) -> str:
     """A status of IMPRESSION_STATUSES (ValueError otherwise)."""
     if status not in IMPRESSION_STATUSES:
@@ -952,12 +938,3 @@ def _check_statuses(statuses: Sequence[str], what: str) -> list[str]:
     if isinstance(statuses, (str, bytes)):
         raise TypeError(f"{what} must be a sequence of statuses, not a {type(statuses).__name__}")
     return [_check_status(s, what) for s in dict.fromkeys(statuses)]
-
-
-def _check_time(value: float, what: str) -> float:
-    """Unix seconds as a finite float (TypeError, ValueError otherwise)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds; got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"{what} must be finite; got {value!r}")
-    return float(value)
