@@ -172,26 +172,27 @@ def warm_up_process() -> None:
     """Warm up this process once (later calls wait for the first); with a helper compiler
     process where there is a second core and the cache is empty; after any other process
     of this installation that is warming up (:func:`one_at_a_time`)."""
-    with _ONCE, one_at_a_time():
-        if _DONE.is_set():
+    with _ONCE:
+        if _DONE.is_set():  # (no wait for other processes' warm-ups)
             return
-        # The helper starts first, so that a cold start does not wait for the look at
-        # the cache; with a filled cache it would only load kernels a second time until
-        # this process is done (~1 s of CPU per start), so it stops at once (~0.5 s).
-        helper = _start_helper()
-        if helper is not None and filled_cache():
-            helper.terminate()
-            helper.wait()
-            helper = None
-        try:
-            # The helper goes through the learners in order; this process first does
-            # the rest (about as long), then the learners from the other end, loading
-            # what the helper has compiled meanwhile.
-            warm_up(models.available()[::-1] if helper is not None else None)
-        finally:
-            if helper is not None and helper.poll() is None:
-                helper.terminate()  # it has nothing left that this process needs
-            _DONE.set()
+        with one_at_a_time():
+            # The helper starts first, so that a cold start does not wait for the look at
+            # the cache; with a filled cache it would only load kernels a second time
+            # until this process is done (~1 s of CPU per start), so it stops at once.
+            helper = _start_helper()
+            if helper is not None and filled_cache():
+                helper.terminate()
+                helper.wait()
+                helper = None
+            try:
+                # The helper goes through the learners in order; this process first does
+                # the rest (about as long), then the learners from the other end, loading
+                # what the helper has compiled meanwhile.
+                warm_up(models.available()[::-1] if helper is not None else None)
+            finally:
+                if helper is not None and helper.poll() is None:
+                    helper.terminate()  # it has nothing left that this process needs
+                _DONE.set()
 
 
 @contextlib.contextmanager
