@@ -31,11 +31,12 @@ grows.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -137,6 +138,22 @@ def churn(make: Callable[[], Store], live: int, groups: int, group: int,
     return np.array(spent[groups // 4:]) * 1e3
 
 
+@contextlib.contextmanager
+def _backend(redis: bool) -> Iterator[Callable[[], Store]]:
+    """A maker of store objects on a fresh backend: an SQLite file in a temporary
+    folder, or a throw-away redis-server."""
+    with tempfile.TemporaryDirectory(prefix="aucstream-bench-imp-") as tmp:
+        if not redis:
+            yield partial(SqliteStore.in_dir, Path(tmp) / "data")
+            return
+        server = RedisProcess(Path(tmp))
+        server.start()
+        try:
+            yield partial(RedisStore.from_url, server.url)
+        finally:
+            server.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.impression_store",
                                 description=__doc__.split("\n")[0])
@@ -155,18 +172,8 @@ def main(argv: list[str] | None = None) -> int:
           f"bench.impression_store {' '.join(argv if argv is not None else sys.argv[1:])}`; "
           f"{'Redis' if args.redis else 'SQLite'}; {cpu_model()}; {code_version()}\n")
     if args.churn is not None:
-        with tempfile.TemporaryDirectory(prefix="aucstream-bench-imp-") as tmp:
-            redis = None
-            if args.redis:
-                redis = RedisProcess(Path(tmp))
-                redis.start()
-            try:
-                ms = churn(partial(RedisStore.from_url, redis.url) if redis else
-                           partial(SqliteStore.in_dir, Path(tmp) / "data"),
-                           args.churn, args.groups, args.group, args.items)
-            finally:
-                if redis is not None:
-                    redis.stop()
+        with _backend(args.redis) as make:
+            ms = churn(make, args.churn, args.groups, args.group, args.items)
         held = args.churn * args.group * args.items
         print(f"| ids held | keep of {args.group} requests, ms: p50 | p99 | p99.9 | max |")
         print("|---|---|---|---|---|")
@@ -177,21 +184,9 @@ def main(argv: list[str] | None = None) -> int:
           "(take) | labels by id per s (get + claim) |")
     print("|---|---|---|---|")
     for prefill in args.prefill:
-        with tempfile.TemporaryDirectory(prefix="aucstream-bench-imp-") as tmp:
-            redis = None
-            make: Callable[[], Store]
-            if args.redis:
-                redis = RedisProcess(Path(tmp))
-                redis.start()
-                make = partial(RedisStore.from_url, redis.url)
-            else:
-                make = partial(SqliteStore.in_dir, Path(tmp) / "data")
-            try:
-                keep_ms, take, two = measure(make, prefill, args.group, args.sequential_ids,
-                                             args.items)
-            finally:
-                if redis is not None:
-                    redis.stop()
+        with _backend(args.redis) as make:
+            keep_ms, take, two = measure(make, prefill, args.group, args.sequential_ids,
+                                         args.items)
         print(f"| {prefill:,} | {keep_ms:.3f} | {take:,.0f} | {two:,.0f} |", flush=True)
     return 0
 
