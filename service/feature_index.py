@@ -62,6 +62,22 @@ def _insert_all(keys, slots, order, count, columns):
 
 
 @njit(cache=True, nogil=True)
+def _any_present(keys, columns):
+    """Whether any of ``columns`` has a slot."""
+    mask = keys.shape[0] - 1
+    for c in columns:
+        h = _home(c, mask)
+        while True:
+            k = keys[h]
+            if k == c:
+                return True
+            if k == _EMPTY:
+                break
+            h = (h + 1) & mask
+    return False
+
+
+@njit(cache=True, nogil=True)
 def _map_csr(keys, slots, order, count, limit, assign, indptr, indices, values):
     """Each row's columns on learner columns (slot + 1), each row sorted (canonical CSR
     again, repeats adjacent).
@@ -159,10 +175,7 @@ class FeatureIndex:
     """Hashed column → compact slot, append-only."""
 
     def __init__(self, order: np.ndarray | None = None) -> None:
-        order = np.zeros(0, np.int32) if order is None else np.asarray(order)
-        if order.ndim != 1 or (order.size and not (order.min() >= 0 and order.max() < 2**31)):
-            raise ValueError("malformed feature index: columns must be 0 .. 2^31 - 1")
-        order = order.astype(np.int32)
+        order = _checked(np.zeros(0, np.int32) if order is None else order)
         self.count = int(order.shape[0])
         size = 1024
         while size < 2 * max(self.count, 1):
@@ -191,6 +204,25 @@ class FeatureIndex:
             self.count = self._keys.shape[0] // 2
             self._grow(self.count + 1)
 
+    def extend_to(self, order: np.ndarray) -> bool:
+        """If this index's columns are the first of ``order`` (a later state of it, as a
+        follower loads one), give the rest their slots and say True; else False, the index
+        unchanged. Building the index again from all its columns would hash every one of
+        them, on each load. Raises ValueError (unchanged) if ``order`` is malformed."""
+        order = _checked(order)
+        n = self.count
+        if order.shape[0] < n or not np.array_equal(order[:n], self._order[:n]):
+            return False
+        tail = order[n:]
+        if tail.size == 0:
+            return True
+        if np.unique(tail).size != tail.size or _any_present(self._keys, tail):
+            raise ValueError("malformed feature index: a column is listed twice")
+        if n + tail.size > self._keys.shape[0] // 2:
+            self._grow(n + tail.size)
+        self.count = _insert_all(self._keys, self._slots, self._order, n, tail)
+        return True
+
     def _grow(self, need: int) -> None:
         order = self._order[:self.count].copy()
         size = self._keys.shape[0]
@@ -218,6 +250,14 @@ class FeatureIndex:
 
     def nbytes(self) -> int:
         return self._keys.nbytes + self._slots.nbytes + self._order.nbytes
+
+
+def _checked(order: np.ndarray) -> np.ndarray:
+    """Columns in slot order, as int32, checked in range."""
+    order = np.asarray(order)
+    if order.ndim != 1 or (order.size and not (order.min() >= 0 and order.max() < 2**31)):
+        raise ValueError("malformed feature index: columns must be 0 .. 2^31 - 1")
+    return order.astype(np.int32)
 
 
 class FrozenIndex:

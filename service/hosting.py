@@ -639,17 +639,23 @@ class HostedModel:
         if state.get("uid") != self.uid or state.get("version") != version:
             raise ValueError(f"checkpoint of {self.name!r} belongs to another model generation")
         learner = models.from_state(state["learner"])
-        index = None
+        columns = None
         if self.index is not None:
             if "feature_index" not in state:
                 raise ValueError(f"checkpoint of {self.name!r} has no feature index")
-            index = FeatureIndex(state["feature_index"])
-        width = self.encoder.n_features if index is None else learner.n_features
+            columns = np.asarray(state["feature_index"])
+            if columns.ndim != 1:
+                raise ValueError(f"checkpoint of {self.name!r} has a malformed feature index")
+        width = self.encoder.n_features if columns is None else learner.n_features
         if (learner.name != self.config["learner"] or learner.n_features != width
-                or (index is not None and not index.count + 1 <= width
+                or (columns is not None and not len(columns) + 1 <= width
                     <= max(INITIAL_SLOTS, self.encoder.n_features))):
             raise ValueError(f"checkpoint of {self.name!r} holds a different learner")
-        self.index = index
+        if columns is not None:
+            # a follower's next load: the same index with new columns after its own
+            assert self.index is not None
+            if not self.index.extend_to(columns):
+                self.index = FeatureIndex(columns)
         self.learner = learner
         if self.scaler is not None:
             self.scaler = StandardScaler.from_state(state["scaler"])

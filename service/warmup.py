@@ -115,7 +115,7 @@ def _warm_extras() -> None:
     csr = (np.array([0, 2, 3]), np.array([7, 3, 7]), np.array([1.0, 2.0, 3.0]))
     index.assign(csr)
     index.frozen().lookup(csr, 2)
-    FeatureIndex(index.columns())
+    FeatureIndex(index.columns()[:1]).extend_to(index.columns())  # a follower's load
     is_one_array(b"[]")
     digest_args(["e"], 2)  # the Redis store's appends (fields and log layouts)
     window = IdWindow()

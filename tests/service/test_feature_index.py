@@ -97,3 +97,44 @@ def test_a_batch_that_outgrows_the_table_assigns_as_the_reference():
         _same(index.assign(csr), ref.assign(csr))
     assert index.count == len(ref.slot) > 100_000
     assert index.columns().tolist() == list(ref.slot)
+
+
+@settings(max_examples=60, deadline=None)
+@given(columns=st.lists(st.integers(0, 2**22 - 1), unique=True, max_size=3000),
+       cut=st.floats(0, 1), seed=st.integers(0, 2**32 - 1))
+def test_extending_to_a_later_state_equals_building_it(columns, cut, seed):
+    """A follower's load: an index extended to a later state of itself (its columns
+    first, then new ones) maps every batch as one built from that state, also across a
+    growth of the table; a state it is not a prefix of leaves it unchanged (False)."""
+    later = np.array(columns, np.int64)
+    n = int(cut * len(columns))
+    index = FeatureIndex(later[:n])
+    assert index.extend_to(later)
+    built = FeatureIndex(later)
+    assert index.count == built.count == len(columns)
+    assert index.columns().tolist() == columns
+    rng = np.random.default_rng(seed)
+    rows = [rng.choice([*columns[:50], 5, 2**22 - 3], size=int(rng.integers(0, 8))).tolist()
+            for _ in range(20)]
+    csr = _csr(rows, rng)
+    for limit in (1, n + 1, len(columns) + 1):
+        _same(index.frozen().lookup(csr, limit), built.frozen().lookup(csr, limit))
+    _same(index.assign(csr), built.assign(csr))  # and it goes on assigning alike
+    if len(columns) >= 2 and n >= 1:
+        other = FeatureIndex(later[:n])
+        assert not other.extend_to(later[::-1])  # not its prefix: unchanged
+        assert other.columns().tolist() == columns[:n]
+
+
+def test_extending_refuses_a_column_it_holds_and_stays_unchanged():
+    index = FeatureIndex(np.array([5, 9, 2]))
+    for bad in ([5, 9, 2, 7, 9], [5, 9, 2, 4, 4], [5, 9, 2, -1], [[5, 9, 2]]):
+        try:
+            index.extend_to(np.array(bad))
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"{bad} accepted")
+        assert index.columns().tolist() == [5, 9, 2]
+    assert index.extend_to(np.array([5, 9, 2, 7]))
+    assert index.columns().tolist() == [5, 9, 2, 7]
