@@ -11,6 +11,16 @@ from pathlib import Path
 import pytest
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the default, pyproject.toml): one worker per core, at most four. The
+    suite spends most of its time in one process at a time (a test's server, its
+    redis-servers, numba's compiler): on two cores two workers took a cold run from
+    6:12 to about 4:00. Each worker starts its own redis-servers and imports numba
+    (~1 GB of RSS), so more than four would mostly cost memory. ``-n 0`` runs the tests
+    in this process (for a debugger, or ``-x`` on one test)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
 def _numba_cache_keyed_on_sources() -> None:
     """Point numba's on-disk cache at a folder named by a hash of every source file that
     uses numba. Numba checks a cached kernel against its own file only: a kernel that

@@ -34,7 +34,7 @@ def _serve(tmp: Path, **env: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "aucstream.service.cli", "serve", "--port",
                              str(port)], env=full, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240  # a cold numba cache: compiling
     while True:
         assert proc.poll() is None, (tmp / "server.log").read_text()[-2000:]
         try:

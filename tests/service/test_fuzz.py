@@ -26,7 +26,7 @@ def live_server(tmp_path_factory):
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=PORT, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 240  # a cold numba cache: compiling
     while True:
         try:
             if httpx.get(f"{BASE}/readyz").status_code == 200:

@@ -33,7 +33,7 @@ def server(tmp_path_factory):
         proc = subprocess.Popen([sys.executable, "-m", "aucstream.service.cli", "serve", "--port",
                                  str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240  # a cold numba cache: compiling
     while True:
         assert proc.poll() is None, log.read_text()[-3000:]
         try:
