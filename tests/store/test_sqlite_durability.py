@@ -39,7 +39,10 @@ WRITER = textwrap.dedent(
         batch = [f"{b}-{k}" if b % 2 == 0 else f"{tag}{b}-{k}" for k in range(5)]
         r = store.append("m", f"{tag} {b}".encode(), batch)
         e = r.entry
-        print(-1 if e is None else e.start, -1 if e is None else e.end, b, flush=True)
+        # one write per line: with PYTHONUNBUFFERED, print() writes its pieces one by one,
+        # and a kill between two of them left the reader half a line
+        sys.stdout.write(f"{-1 if e is None else e.start} {-1 if e is None else e.end} {b}\\n")
+        sys.stdout.flush()
         b += 1
     """
 )
