@@ -13,7 +13,10 @@ The service as a subprocess on loopback (``aucstream serve``, the embedded store
 Each score row also gives the CPU the service spent per request (every worker; and
 redis-server's with ``--redis``), and the cores it kept busy: one Python process runs
 its requests under one interpreter lock, so a service at ~1 core is bound by that lock
-whatever the machine has left.
+whatever the machine has left. Of that, the event loops' share (each worker's main
+thread: parsing, scoring, answering; the rest is worker threads' store writes and
+SQLite's own work), and the CPU this benchmark's client took per request on the same
+machine.
 
     python -m loadtest.bench_feedback [--redis] [--workers N] [--write]
 """
@@ -34,10 +37,13 @@ from loadtest.bench_service import (
     Client,
     RedisProcess,
     ServiceProcess,
+    child_pids,
     code_version,
     cpu_model,
     learn_bodies,
+    main_thread_cpu_seconds,
     proc_cpu_seconds,
+    self_cpu_seconds,
     send_learns,
     send_scores,
     summarize,
@@ -68,10 +74,14 @@ def _score_bodies(events: list[dict[str, Any]], candidates: int, ids: bool) -> l
     return out
 
 
-def _cpu(service: ServiceProcess, redis: RedisProcess | None) -> tuple[float, float]:
-    """CPU seconds so far of the service (all workers) and of redis-server (0 without)."""
+def _cpu(service: ServiceProcess, redis: RedisProcess | None
+         ) -> tuple[float, float, float, float]:
+    """CPU seconds so far of the service (all workers), of its event loops (the workers'
+    main threads), of redis-server (0 without) and of this process (the client)."""
     store = 0.0 if redis is None or redis.proc is None else proc_cpu_seconds(redis.proc.pid)
-    return service.cpu_seconds(), store
+    workers = [service.pid] if service.workers == 1 else child_pids(service.pid)
+    loops = sum(main_thread_cpu_seconds(p) for p in workers)
+    return service.cpu_seconds(), loops, store, self_cpu_seconds()
 
 
 async def _run(service: ServiceProcess, redis: RedisProcess | None,
@@ -110,10 +120,12 @@ async def _run(service: ServiceProcess, redis: RedisProcess | None,
                 s = summarize(lat)
                 label = "with ids (kept)" if ids else "without ids (express lane)"
                 served = cpu1[0] - cpu0[0]
-                cpu = (f"service CPU {1e3 * served / len(lat):.2f} ms/req "
-                       f"({served / wall:.2f} cores)")
+                per = [1e3 * (b - a) / len(lat) for a, b in zip(cpu0, cpu1, strict=True)]
+                cpu = (f"service CPU {per[0]:.2f} ms/req ({served / wall:.2f} cores; event "
+                       f"loop{'s' if args.workers > 1 else ''} {per[1]:.2f}), client "
+                       f"{per[3]:.2f}")
                 if redis is not None:
-                    cpu += f", redis-server {1e3 * (cpu1[1] - cpu0[1]) / len(lat):.2f} ms/req"
+                    cpu += f", redis-server {per[2]:.2f} ms/req"
                 rows.append(["score", label, str(clients), f"{len(lat) / wall:,.0f} req/s",
                              f"{s['p50']:.2f} / {s['p99']:.2f}",
                              ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))

@@ -257,6 +257,29 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
 
 
+def main_thread_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process's main thread (an asyncio server's event
+    loop; Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (uvicorn's workers), Linux only."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(d.name))
+    return sorted(out)
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of a process and all its descendants (uvicorn's workers), Linux only."""
     parent: dict[int, int] = {}
