@@ -46,20 +46,26 @@ def redis_server_binary() -> str:
     pytest.fail("redis-server is not installed and could not be installed with apt-get")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(below: int = 65536) -> int:
+    """A port of 127.0.0.1 free right now, below ``below`` (a cluster node's bus listens
+    on its port + 10000, so its port must be at most 55535)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port < below:
+            return port
 
 
 class RedisServer:
     """One redis-server process on 127.0.0.1, restartable on the same port and data dir."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, below: int = 65536) -> None:
         self.binary = redis_server_binary()
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.below = below
+        self.port = free_port(below)
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra: list[str] = []
 
@@ -88,7 +94,7 @@ class RedisServer:
             if self._wait_ready():
                 return
             self.stop(kill=True)
-            self.port = free_port()  # lost a race for the port: take another
+            self.port = free_port(self.below)  # lost a race for the port: take another
         log = (self.dir / "redis.log").read_text(errors="replace")[-2000:]
         pytest.fail(f"redis-server did not start:\n{log}")
 
@@ -140,7 +146,8 @@ class RedisCluster:
     """Three masters (no replicas) on free ports, each serving a third of the slots."""
 
     def __init__(self, workdir: Path, size: int = 3) -> None:
-        self.nodes = [RedisServer(workdir / f"node{i}") for i in range(size)]
+        # a node's bus listens on its port + 10000
+        self.nodes = [RedisServer(workdir / f"node{i}", below=55536) for i in range(size)]
 
     @property
     def url(self) -> str:
