@@ -50,6 +50,28 @@ def _numba_cache_keyed_on_sources() -> None:
 
 _numba_cache_keyed_on_sources()
 
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fill numba's cache before the tests start (in the controller only, or the one
+    process with ``-n 0``): every learner's kernels, compiled by the service's own warm-up
+    (this process and a helper on two cores, a second with the cache filled). Without
+    it, the workers' first tests each compiled what they needed, the same kernels
+    several times over, while a test's server compiled everything again."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller did it
+        return
+    import subprocess
+    import sys
+    import time
+
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    say = reporter.write_line if reporter is not None else print
+    say(f"numba cache {os.environ['NUMBA_CACHE_DIR']}: warming up (about a minute on an "
+        "empty cache)")
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "from aucstream.service.warmup import "
+                    "warm_up_process; warm_up_process()"], check=False, timeout=900)
+    say(f"kernels ready in {time.monotonic() - started:.1f}s")
+
 # after the cache folder is set: this imports aucstream, which would otherwise point numba
 # at the user cache (and numba reads its configuration once, when first imported)
 from tests.redis_servers import RedisCluster, RedisServer  # noqa: E402
