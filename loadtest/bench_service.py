@@ -247,58 +247,53 @@ def code_version() -> str:
     return f"commit {head or '?'}" + (" + local changes" if dirty.strip() else "")
 
 
+def _stat_cpu(path: Path) -> tuple[int, float] | None:
+    """(parent pid, user + system CPU seconds) from a /proc ``stat`` file, or None."""
+    try:
+        fields = path.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _all_processes() -> dict[int, tuple[int, float]]:
+    """Every process's (parent pid, CPU seconds), Linux /proc."""
+    out = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        got = _stat_cpu(d / "stat")
+        if got is not None:
+            out[int(d.name)] = got
+    return out
+
+
 def proc_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process (Linux /proc; NaN elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return float("nan")
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    got = _stat_cpu(Path(f"/proc/{pid}/stat"))
+    return float("nan") if got is None else got[1]
 
 
 def main_thread_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process's main thread (an asyncio server's event
     loop; Linux /proc; NaN elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    got = _stat_cpu(Path(f"/proc/{pid}/task/{pid}/stat"))
+    return float("nan") if got is None else got[1]
 
 
 def child_pids(pid: int) -> list[int]:
     """The direct children of a process (uvicorn's workers), Linux only."""
-    out = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(d.name))
-    return sorted(out)
+    return sorted(p for p, (parent, _) in _all_processes().items() if parent == pid)
 
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of a process and all its descendants (uvicorn's workers), Linux only."""
-    parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        parent[int(d.name)] = int(fields[1])
-        cpu[int(d.name)] = (int(fields[11]) + int(fields[12])) / ticks
-    if pid not in cpu:
+    procs = _all_processes()
+    if pid not in procs:
         return float("nan")
     total, todo = 0.0, [pid]
     while todo:
         p = todo.pop()
-        total += cpu.get(p, 0.0)
-        todo.extend(c for c, pp in parent.items() if pp == p)
+        total += procs[p][1]
+        todo.extend(c for c, (parent, _) in procs.items() if parent == p)
     return total
 
 
