@@ -137,18 +137,19 @@ def test_a_snapshot_scores_as_the_served_candidate_and_stays_put():
 def test_the_built_in_set_follows_the_input_dimension():
     small = models.create("auto", n_features=20)
     assert [(c["learner"], c["params"].get("C")) for c in small.candidates] == [
-        ("cbr_diag_fifo", 1e-4), ("cbr_diag_fifo", 1e-3), ("cbr_diag_fifo", 1e-2),
-        ("cbr_diag_fifo", 1e-1), ("solam", None), ("logistic_nag", None)]
+        ("logistic_nag", None), ("cbr_diag_fifo", 1e-4), ("cbr_diag_fifo", 1e-3),
+        ("cbr_diag_fifo", 1e-2), ("cbr_diag_fifo", 1e-1), ("solam", None)]
+    assert small.served == 0  # VW's default learner serves until evidence says otherwise
     hashed = models.create("auto", n_features=1 << 18)
     assert hashed.accepts_sparse
-    assert [c["params"].get("C") for c in hashed.candidates] == [1e-4, 1e-3, 1e-2, None,
+    assert [c["params"].get("C") for c in hashed.candidates] == [None, 1e-4, 1e-3, 1e-2,
                                                                  None]
     assert [c["learner"] for c in hashed.candidates] == [
         c["learner"] for c in default_candidates(1 << 18)]
     # saved resolved: every candidate parameter explicit, storage made concrete
     saved = json.loads(hashed.params["candidates"])
     assert all(c["params"].get("storage", "sparse") == "sparse" for c in saved)
-    assert saved[0]["params"] == models.create("cbr_diag_fifo", n_features=1 << 18,
+    assert saved[1]["params"] == models.create("cbr_diag_fifo", n_features=1 << 18,
                                                C=1e-4).params
     csr, y = sparse_stream(300, 1 << 18, nnz=12, seed=0)
     hashed.learn(csr, y)
