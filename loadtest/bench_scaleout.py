@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from aucstream.service.ownership import preferred_owner
+from loadtest import wrk
 from loadtest.bench_service import (
     Client,
     LearnTally,
@@ -105,6 +106,15 @@ SCORE_CLIENTS = 16
 
 
 # ---------------------------------------------------------------------------- pure helpers
+def client_cpu_seconds() -> float:
+    """CPU of this process and of its children that have exited (the wrk processes: the
+    replicas and redis-servers are still running, so not counted)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return self_cpu_seconds() + r.ru_utime + r.ru_stime
+
+
 def cpu_layout(cpus: Sequence[int], replicas: int) -> dict[str, frozenset[int] | None]:
     """Which CPUs each process may use: ``replica0``, ``replica1``, ... and ``load`` (the
     load generator and the store's servers). None = unpinned (every CPU).
@@ -577,6 +587,8 @@ class Options:
     idle_seconds: float = 10.0
     budget: float | None = None  # cores of CPU time per replica in the 'budget' rows
     modes: list[str] = field(default_factory=lambda: ["pinned", "unpinned"])
+    score_client: str = "python"  # the score rows' load generator: python (aiohttp) or wrk
+    score_seconds: float = 4.0  # per score row with wrk (it runs for a time, not a count)
 
 
 @dataclass
@@ -853,20 +865,31 @@ class Bench:
         per_target = SCORE_CLIENTS // len(targets)
         per_client = max(1, o.score_requests // SCORE_CLIENTS)
         cpu0 = {r.name: r.cpu_seconds() for r in running}
-        c0, t0 = self_cpu_seconds(), time.perf_counter()
-        outs = await asyncio.gather(*(send_scores(c, bodies, per_target, per_client)
-                                      for c in targets))
+        c0, t0 = client_cpu_seconds(), time.perf_counter()
+        if o.score_client == "wrk":
+            runs = await wrk.run_score_load([c.base for c in targets], bodies, per_target,
+                                            o.score_seconds)
+            outs = [(r.latencies_s(), r.errors) for r in runs]
+            requests = sum(r.requests for r in runs)
+        else:
+            outs = await asyncio.gather(*(send_scores(c, bodies, per_target, per_client)
+                                          for c in targets))
         wall = time.perf_counter() - t0
         cpu1 = {r.name: r.cpu_seconds() for r in running}
-        c1 = self_cpu_seconds()
+        c1 = client_cpu_seconds()
         self.unplace(running, store)
         lat = [x for ls, _ in outs for x in ls]
-        errors = sum(v for _, st in outs for k, v in st.items() if k != 200)
+        if o.score_client == "wrk":  # its own run time (the wall above includes its start)
+            wall = max(r.seconds for r in runs)
+            errors = sum(sum(st.values()) for _, st in outs)
+        else:
+            requests = len(lat)
+            errors = sum(v for _, st in outs for k, v in st.items() if k != 200)
         row = {"replicas": len(running), "mode": mode, "layout": where,
-               "lat": summarize(lat), "rps": len(lat) / wall, "errors": errors,
+               "lat": summarize(lat), "rps": requests / wall, "errors": errors,
                "per_target": [summarize(ls) for ls, _ in outs],
                "cpu": {n: (cpu1[n] - cpu0[n]) / wall for n in cpu0},
-               "client_cpu": (c1 - c0) / wall}
+               "client_cpu": (c1 - c0) / wall, "client": o.score_client}
         self.res.score.append(row)
         say(f"[score] {len(running)} replica(s), {mode}: "
             f"{row['rps']:,.0f} requests/s, p50 {row['lat']['p50']:.2f} ms, p99 "
@@ -1228,11 +1251,18 @@ def score_section(res: Results, o: Options) -> list[str]:
                      ", ".join(f"{v:.0%}" for v in r["cpu"].values()),
                      f"{r['client_cpu']:.0%}", r["errors"],
                      f"p99 ≤ {TARGET_SCORE_P99_MS:g} ms: {'met' if ok else 'NOT met'}"))
+    if o.score_client == "wrk":
+        load = (f"for {o.score_seconds:g} s per row, measured by wrk (one process per "
+                "replica, one thread, a keep-alive connection per client; latencies from "
+                "wrk's own histogram; 'client CPU' is the wrk processes' and this "
+                "process's)")
+    else:
+        load = (f"{o.score_requests:,} requests per row measured by the client (aiohttp, in "
+                "the benchmark's process)")
     return ["", f"### Score latency, {SCORE_CLIENTS} clients", "",
-            f"{o.candidates} candidates per request, {o.score_requests:,} requests per row "
-            "measured by the client (after 50 per replica to warm up); with two replicas 8 "
-            "clients score on the owner and 8 on the follower ('p99 by replica': owner / "
-            "follower). No learning meanwhile.", "",
+            f"{o.candidates} candidates per request, {load}, after 50 per replica to warm "
+            "up; with two replicas 8 clients score on the owner and 8 on the follower ('p99 "
+            "by replica': owner / follower). No learning meanwhile.", "",
             markdown_table(["replicas", "placement", "requests/s", "vs 1", "p50 ms", "p99 ms",
                             "p99 by replica", "max ms", "replica CPU", "client CPU",
                             "errors", "target"], rows)]
@@ -1391,6 +1421,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bits", type=int, default=20, help="hash bits")
     p.add_argument("--score-requests", type=int, default=10_000, help="per score row")
     p.add_argument("--candidates", type=int, default=100)
+    p.add_argument("--score-client", choices=("python", "wrk"), default="python",
+                   help="the score rows' load generator: this process's aiohttp client, or "
+                   "one wrk process per replica (C, a fraction of the CPU per request; "
+                   "Debian: apt-get install wrk)")
+    p.add_argument("--score-seconds", type=float, default=4.0,
+                   help="seconds per score row with --score-client wrk")
     p.add_argument("--failovers", type=int, default=30, help="kill -9 repetitions per store")
     p.add_argument("--samples", type=int, default=40,
                    help="staleness samples per store and load")
@@ -1454,7 +1490,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    log_level=args.log_level, budget=args.budget, modes=args.modes,
                    idle_models=args.idle_models, idle_seconds=args.idle_seconds,
                    extra_path=args.extra_path, settings=args.settings,
-                   appendfsync=args.appendfsync)
+                   appendfsync=args.appendfsync, score_client=args.score_client,
+                   score_seconds=args.score_seconds)
+    if opts.score_client == "wrk" and not wrk.available():
+        p_error = "--score-client wrk: wrk is not on the PATH (Debian: apt-get install wrk)"
+        raise SystemExit(p_error)
     load0 = os.getloadavg()
     say(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {cpu_model()}, "
         f"{os.cpu_count()} cores; parts {' '.join(opts.only)}; stores {' '.join(opts.stores)}")
@@ -1479,6 +1519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import aiohttp
 
         client_kind = f"aiohttp {aiohttp.__version__}"
+    if opts.score_client == "wrk":
+        client_kind += f" (score rows: {wrk.version()}, one process per replica)"
     text = report(bench.res, opts, command.strip(), (load0, load1), code, client_kind)
     print(text)
     if args.write:

@@ -210,3 +210,27 @@ def test_budget_remark_says_whether_the_quota_bound():
     res.score = [{"mode": "budget", "cpu": {"r0": 0.12}}]
     assert "other load decided" in budget_remark(res, opts)
     assert budget_remark(Results(), opts) == ""
+
+
+def test_wrk_output_parses_into_a_histogram_and_errors():
+    from loadtest.wrk import parse_output
+
+    text = ("Running 4s test @ http://127.0.0.1:1/score\n"
+            "WRK-SUMMARY 5 4001234 0 1 0 2 0\n"
+            "WRK-LAT 900 2\nWRK-LAT 1500 1\nWRK-LAT 20000 2\n")
+    run = parse_output(text)
+    assert run.requests == 5 and run.seconds == pytest.approx(4.001234)
+    assert run.errors == Counter({"read": 1, "status": 2})
+    assert run.latencies_s() == [0.0009, 0.0009, 0.0015, 0.02, 0.02]
+
+
+def test_wrk_output_without_a_summary_is_an_error():
+    from loadtest.wrk import parse_output
+
+    with pytest.raises(RuntimeError, match="no summary"):
+        parse_output("unable to connect to 127.0.0.1:1 Connection refused\n")
+
+
+def test_score_client_option():
+    assert parse_args(["--score-client", "wrk", "--score-seconds", "2"]).score_client == "wrk"
+    assert parse_args([]).score_client == "python"
