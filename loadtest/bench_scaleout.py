@@ -6,7 +6,10 @@ Every replica is ``python -m aucstream.service.cli serve`` on loopback (one uvic
 worker, its own ``AUCSTREAM_REPLICA_ID``), all on one throw-away store: a ``redis-server``
 (AOF, ``appendfsync always``, :class:`loadtest.bench_service.RedisProcess`) and, for the
 failover and staleness runs, a 3-master Redis Cluster (``tests/redis_servers.py``). The
-load generator is :class:`loadtest.bench_service.Client` (aiohttp) in this process.
+load generator is :class:`loadtest.bench_service.Client` (aiohttp) in this process, but
+for the score rows wrk (:mod:`loadtest.wrk`) when it is installed (``--score-client``):
+the aiohttp client takes ~45 % of a core at 3,000 requests/s, which on two cores the
+replicas being measured then lack.
 
 1. **Learn throughput, four busy models** (``--learner``, hashed 2^20 ad-click events,
    batches of 500, ``--clients-per-model`` concurrent clients each): total events/s of one
@@ -882,6 +885,7 @@ class Bench:
         if o.score_client == "wrk":  # its own run time (the wall above includes its start)
             wall = max(r.seconds for r in runs)
             errors = sum(sum(st.values()) for _, st in outs)
+            say(f"[score] wrk: {requests:,} requests, {len(lat):,} latency samples")
         else:
             requests = len(lat)
             errors = sum(v for _, st in outs for k, v in st.items() if k != 200)
@@ -1421,10 +1425,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bits", type=int, default=20, help="hash bits")
     p.add_argument("--score-requests", type=int, default=10_000, help="per score row")
     p.add_argument("--candidates", type=int, default=100)
-    p.add_argument("--score-client", choices=("python", "wrk"), default="python",
+    p.add_argument("--score-client", choices=("auto", "python", "wrk"), default="auto",
                    help="the score rows' load generator: this process's aiohttp client, or "
-                   "one wrk process per replica (C, a fraction of the CPU per request; "
-                   "Debian: apt-get install wrk)")
+                   "one wrk process per replica (C: a fifth of the client CPU, which on a "
+                   "small machine the replicas then have; Debian: apt-get install wrk); "
+                   "auto: wrk when it is on the PATH")
     p.add_argument("--score-seconds", type=float, default=4.0,
                    help="seconds per score row with --score-client wrk")
     p.add_argument("--failovers", type=int, default=30, help="kill -9 repetitions per store")
@@ -1492,6 +1497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    extra_path=args.extra_path, settings=args.settings,
                    appendfsync=args.appendfsync, score_client=args.score_client,
                    score_seconds=args.score_seconds)
+    if opts.score_client == "auto":
+        opts.score_client = "wrk" if wrk.available() else "python"
     if opts.score_client == "wrk" and not wrk.available():
         p_error = "--score-client wrk: wrk is not on the PATH (Debian: apt-get install wrk)"
         raise SystemExit(p_error)

@@ -233,4 +233,4 @@ def test_wrk_output_without_a_summary_is_an_error():
 
 def test_score_client_option():
     assert parse_args(["--score-client", "wrk", "--score-seconds", "2"]).score_client == "wrk"
-    assert parse_args([]).score_client == "python"
+    assert parse_args([]).score_client == "auto"  # wrk where it is installed
