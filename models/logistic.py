@@ -69,8 +69,8 @@ class LogisticNAG(Learner):
     - VW's default learner, step for step, in double precision: NAG with the intercept
       as a feature of value 1 (its s = 1), the rescale s_i/|x_ti| that VW applies under
       adaptive steps (its gd.cc; before 2026-11-29 this learner rescaled by s_i²/x_ti²,
-      the rule of the paper's non-adaptive NG), and VW's importance-invariant step,
-      solved exactly here where VW approximates the Lambert W function. On the a9a
+      the ratio VW squares only without adaptive steps), and VW's importance-invariant
+      step, solved exactly here where VW approximates the Lambert W function. On the a9a
       stream of ``bench.auto`` it serves 0.89436 against VW's 0.89436 (bench/RESULTS.md);
       the remaining differences are VW's float32 weights and its feature hashing.
     - A step moves w_i by at most η/s_i (the invariant step is never longer than the
