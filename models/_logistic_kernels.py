@@ -1,6 +1,7 @@
 """numba kernels of NAG logistic regression (Ross, Mineiro and Langford, "Normalized
-Online Learning", UAI 2013, Algorithm 2) as Vowpal Wabbit runs it by default
-(``--adaptive --normalized --invariant``).
+Online Learning", UAI 2013, Algorithm 2) with Vowpal Wabbit's default update
+(``--adaptive --normalized --invariant``); the rescale comes before the score, as in the
+paper (VW scores first).
 
 Per event x_t (a constant feature 1 included as the intercept), label y_t ∈ {−1, +1}:
 
