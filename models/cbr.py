@@ -8,6 +8,7 @@ confidence η — the SCW-I closed form of Proposition 1.
 
 from __future__ import annotations
 
+import threading
 from statistics import NormalDist
 from typing import Any, ClassVar
 
@@ -55,6 +56,22 @@ _COMMON = {
     "capacity": capacity_param(50),
 }
 
+
+
+# The sparse CBR-diag kernel's workspace: two all-zero arrays of length d (the kernel
+# leaves them zero). One pair per thread, shared by every learner that learns in it — one
+# learn call runs at a time in a thread — instead of one pair per learner: with many
+# models per replica (or an ``auto`` model's three CBR-diag candidates) it was 16 bytes
+# per column of each of them, kept between batches.
+_WORKSPACE = threading.local()
+
+
+def _workspace(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's workspace, at least ``d`` long (grown as pages are touched)."""
+    pair = getattr(_WORKSPACE, "pair", None)
+    if pair is None or pair[0].shape[0] < d:
+        pair = _WORKSPACE.pair = (np.zeros(d), np.zeros(d, np.int64))
+    return pair[0][:d], pair[1][:d]
 
 class _CBRBase(Learner):
     policy: ClassVar[int]
@@ -272,23 +289,15 @@ class _CBRDiag(_CBRBase):
         longest = int(np.diff(indptr).max())
         width = sparse_width(longest, s["bidx_"].shape[2])
         s["bidx_"], s["bval_"] = grow_sparse(s["bidx_"], s["bval_"], width)
-        xt, mark = self._workspace()
+        xt, mark = _workspace(self.n_features)
         try:
             K.diag_learn_sparse(indptr, indices, values, y, s["mu_"], s["g_"], s["bidx_"],
                                 s["bval_"], s["bnnz_"], s["order_"], s["n_seen_"], s["rng_"],
                                 self.policy, C, phi, psi, zeta, mode, CBR_MIN_VARIANCE,
                                 prior, xt, mark)
         except BaseException:
-            self._work = None  # a kernel stopped mid-pair may leave the workspace dirty
+            _WORKSPACE.pair = None  # a kernel stopped mid-pair may leave it dirty
             raise
-
-    def _workspace(self) -> tuple[np.ndarray, np.ndarray]:
-        """Two all-zero arrays of length d for the sparse kernel (not part of the state:
-        the kernel leaves them zero; allocated once, as pages are touched)."""
-        work = getattr(self, "_work", None)
-        if work is None:
-            work = self._work = (np.zeros(self.n_features), np.zeros(self.n_features, np.int64))
-        return work
 
     def _score(self, batch: Batch) -> np.ndarray:
         if batch.dense is not None:

@@ -274,3 +274,43 @@ def test_empty_opposite_buffer_means_no_update():
     lrn = models.create("cbr_rs", n_features=4).learn(X, np.ones(20, int))
     assert np.array_equal(lrn.get_state()["mu_"], np.zeros(4))
     assert lrn.buffer_fill == (0, 20)
+
+
+def test_sparse_learners_share_a_thread_workspace_and_learn_as_alone():
+    """The sparse CBR-diag kernel's zeroed workspace is one per thread, not per learner:
+    learners of different dimensions learning in turn in one thread, and at once in two
+    threads, end exactly where each ends learning alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.helpers import sparse_stream
+
+    def batches(d, seed):
+        csr, y = sparse_stream(3000, d, nnz=9, seed=seed)
+        indptr, indices, values = csr
+        return [((indptr[a:a + 101] - indptr[a], indices[indptr[a]:indptr[a + 100]],
+                  values[indptr[a]:indptr[a + 100]]), y[a:a + 100])
+                for a in range(0, 3000, 100)]
+
+    specs = [(300, 1, 1e-3), (5000, 2, 1e-2), (1200, 3, 1e-4)]
+    data = [batches(d, seed) for d, seed, _ in specs]
+
+    def fresh():
+        return [models.create("cbr_diag_fifo", n_features=d, C=C, storage="sparse", seed=s)
+                for d, s, C in specs]
+
+    alone = fresh()
+    for lrn, bs in zip(alone, data, strict=True):
+        for X, y in bs:
+            lrn.learn(X, y)
+    in_turn = fresh()
+    for k in range(30):  # one thread, the learners interleaved batch by batch
+        for lrn, bs in zip(in_turn, data, strict=True):
+            lrn.learn(*bs[k])
+    at_once = fresh()
+    with ThreadPoolExecutor(2) as pool:
+        for k in range(30):
+            list(pool.map(lambda i, k=k: at_once[i].learn(*data[i][k]), range(3)))
+    for a, b, c in zip(alone, in_turn, at_once, strict=True):
+        for key, arr in a.get_state().items():
+            np.testing.assert_array_equal(b.get_state()[key], arr)
+            np.testing.assert_array_equal(c.get_state()[key], arr)
