@@ -61,6 +61,7 @@ import os
 import platform
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -112,8 +113,6 @@ SCORE_CLIENTS = 16
 def client_cpu_seconds() -> float:
     """CPU of this process and of its children that have exited (the wrk processes: the
     replicas and redis-servers are still running, so not counted)."""
-    import resource
-
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return self_cpu_seconds() + r.ru_utime + r.ru_stime
 
@@ -872,28 +871,27 @@ class Bench:
         if o.score_client == "wrk":
             runs = await wrk.run_score_load([c.base for c in targets], bodies, per_target,
                                             o.score_seconds)
-            outs = [(r.latencies_s(), r.errors) for r in runs]
+            wall = max(r.seconds for r in runs)  # wrk's own run time, not its start-up
+            per = [r.latencies_s() for r in runs]
             requests = sum(r.requests for r in runs)
+            errors = sum(sum(r.errors.values()) for r in runs)
+            say(f"[score] wrk: {requests:,} requests, {sum(map(len, per)):,} latency samples")
         else:
             outs = await asyncio.gather(*(send_scores(c, bodies, per_target, per_client)
                                           for c in targets))
-        wall = time.perf_counter() - t0
+            wall = time.perf_counter() - t0
+            per = [ls for ls, _ in outs]
+            requests = sum(map(len, per))
+            errors = sum(v for _, st in outs for k, v in st.items() if k != 200)
         cpu1 = {r.name: r.cpu_seconds() for r in running}
         c1 = client_cpu_seconds()
         self.unplace(running, store)
-        lat = [x for ls, _ in outs for x in ls]
-        if o.score_client == "wrk":  # its own run time (the wall above includes its start)
-            wall = max(r.seconds for r in runs)
-            errors = sum(sum(st.values()) for _, st in outs)
-            say(f"[score] wrk: {requests:,} requests, {len(lat):,} latency samples")
-        else:
-            requests = len(lat)
-            errors = sum(v for _, st in outs for k, v in st.items() if k != 200)
+        lat = [x for ls in per for x in ls]
         row = {"replicas": len(running), "mode": mode, "layout": where,
                "lat": summarize(lat), "rps": requests / wall, "errors": errors,
-               "per_target": [summarize(ls) for ls, _ in outs],
+               "per_target": [summarize(ls) for ls in per],
                "cpu": {n: (cpu1[n] - cpu0[n]) / wall for n in cpu0},
-               "client_cpu": (c1 - c0) / wall, "client": o.score_client}
+               "client_cpu": (c1 - c0) / wall}
         self.res.score.append(row)
         say(f"[score] {len(running)} replica(s), {mode}: "
             f"{row['rps']:,.0f} requests/s, p50 {row['lat']['p50']:.2f} ms, p99 "
@@ -1500,8 +1498,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.score_client == "auto":
         opts.score_client = "wrk" if wrk.available() else "python"
     if opts.score_client == "wrk" and not wrk.available():
-        p_error = "--score-client wrk: wrk is not on the PATH (Debian: apt-get install wrk)"
-        raise SystemExit(p_error)
+        raise SystemExit("--score-client wrk: wrk is not on the PATH (Debian: apt-get "
+                         "install wrk)")
     load0 = os.getloadavg()
     say(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {cpu_model()}, "
         f"{os.cpu_count()} cores; parts {' '.join(opts.only)}; stores {' '.join(opts.stores)}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
@@ -59,8 +60,6 @@ def available() -> bool:
 
 def version() -> str:
     """What ``wrk --version`` says of itself (its first words), e.g. 'wrk debian/4.1.0-3+b2'."""
-    import subprocess
-
     out = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout
     return " ".join(out.split()[:2]) or "wrk"
 
@@ -101,13 +100,12 @@ def parse_output(text: str) -> WrkRun:
 
 
 async def _one(base: str, bodies_dir: Path, count: int, script: Path, connections: int,
-               seconds: float, pids: list[int]) -> WrkRun:
+               seconds: float) -> WrkRun:
     url = urlsplit(base)
     proc = await asyncio.create_subprocess_exec(
         "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "30s",
         "-s", str(script), f"{url.scheme}://{url.netloc}/score", "--", str(bodies_dir),
         str(count), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    pids.append(proc.pid)
     out, _ = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"wrk exited {proc.returncode}: {out.decode()[-500:]}")
@@ -115,10 +113,9 @@ async def _one(base: str, bodies_dir: Path, count: int, script: Path, connection
 
 
 async def run_score_load(bases: Sequence[str], bodies: Sequence[bytes], connections: int,
-                         seconds: float, pids: list[int] | None = None) -> list[WrkRun]:
+                         seconds: float) -> list[WrkRun]:
     """``connections`` closed-loop connections to each base URL's /score for ``seconds``,
-    one wrk process (one thread) per base; their pids are appended to ``pids`` (for
-    the caller's CPU accounting) while they run."""
+    one wrk process (one thread) per base."""
     if not available():
         raise RuntimeError("wrk is not on the PATH (Debian: apt-get install wrk)")
     with tempfile.TemporaryDirectory(prefix="aucstream-wrk-") as tmp:
@@ -128,5 +125,4 @@ async def run_score_load(bases: Sequence[str], bodies: Sequence[bytes], connecti
         script = d / "score.lua"
         script.write_text(_SCRIPT)
         return list(await asyncio.gather(*(
-            _one(b, d, len(bodies), script, connections, seconds,
-                 pids if pids is not None else []) for b in bases)))
+            _one(b, d, len(bodies), script, connections, seconds) for b in bases)))
