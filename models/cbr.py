@@ -57,7 +57,6 @@ _COMMON = {
 }
 
 
-
 # The sparse CBR-diag kernel's workspace: two all-zero arrays of length d (the kernel
 # leaves them zero). One pair per thread, shared by every learner that learns in it — one
 # learn call runs at a time in a thread — instead of one pair per learner: with many
@@ -67,7 +66,8 @@ _WORKSPACE = threading.local()
 
 
 def _workspace(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """This thread's workspace, at least ``d`` long (grown as pages are touched)."""
+    """This thread's workspace, viewed at length ``d`` (reallocated, zeroed, when a
+    learner of a larger dimension needs it)."""
     pair = getattr(_WORKSPACE, "pair", None)
     if pair is None or pair[0].shape[0] < d:
         pair = _WORKSPACE.pair = (np.zeros(d), np.zeros(d, np.int64))
